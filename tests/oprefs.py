@@ -1,0 +1,52 @@
+"""Test helper: run a one-node (or small) ONNX model through webinfer and through
+onnx.reference.ReferenceEvaluator, and compare. Every op test uses this: the reference is ONNX's, never
+webinfer itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from webinfer.backend import WebinferRep
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 18):
+    """inputs: name -> numpy array (its dtype and shape are declared); outputs: names (types inferred)."""
+    g = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in (initializers or {}).items()],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL):
+    """Run through webinfer and ReferenceEvaluator; assert equal within tolerance; return both."""
+    ref = ReferenceEvaluator(model).run(None, feeds)
+    rep = WebinferRep(model)
+    got = rep.run(feeds)
+    assert len(got) == len(ref)
+    for r, g in zip(ref, got):
+        r = np.asarray(r)
+        assert g.shape == r.shape, f"shape {g.shape} != reference {r.shape}"
+        assert g.dtype == r.dtype, f"dtype {g.dtype} != reference {r.dtype}"
+        if r.dtype.kind in "fc":
+            np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, r)
+    gpu_nodes = [p for p in rep.placement if p["where"] == "gpu"]
+    return ref, got, rep.placement, gpu_nodes
+
+
+def check_node(op: str, feeds: dict, n_outputs: int = 1, initializers: dict | None = None, opset: int = 18,
+               rtol: float = RTOL, atol: float = ATOL, **attrs):
+    """One node whose inputs are ``feeds`` (graph inputs) then ``initializers`` (constants)."""
+    names = list(feeds) + list(initializers or {})
+    outs = [f"y{i}" for i in range(n_outputs)]
+    model = make_model([helper.make_node(op, names, outs, **attrs)], feeds, outs, initializers, opset)
+    return check_model(model, feeds, rtol, atol)

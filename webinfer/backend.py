@@ -1,0 +1,98 @@
+"""webinfer as an ONNX backend (``onnx.backend.base.Backend``), so ONNX's own node tests can drive it.
+
+``prepare`` keeps the model; the first ``run`` builds it. Integer inputs that a node only uses as shape
+arithmetic (Reshape's shape, Slice's starts, ...) and that hold at most 64 elements are baked in as
+constants for that build (host shape arithmetic); every data input stays a GPU buffer. Builds are cached
+per baked value. The device string is accepted for the test runner's sake: everything runs on the WebGPU
+adapter.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from .build import build
+from .runtime.inference import InferenceSession
+
+HOST_MAX_ELEMENTS = 64
+_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+# op -> input positions that carry shape arithmetic rather than data.
+HOST_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,), "Pad": (1, 2, 3), "TopK": (1,), "Split": (1,),
+    "Resize": (1, 2, 3), "Upsample": (1,), "OneHot": (1,), "CumSum": (1,), "Trilu": (1,), "Clip": (1, 2),
+    "CenterCropPad": (1,), "Col2Im": (1, 2), "Compress": (), "GridSample": (), "RotaryEmbedding": (),
+    **{op: (1,) for op in _REDUCE},
+}
+
+
+def host_input_names(model: onnx.ModelProto) -> set[str]:
+    """Graph inputs used only in host (shape) positions."""
+    host, data = set(), set()
+    for node in model.graph.node:
+        for pos, name in enumerate(node.input):
+            (host if pos in HOST_INPUTS.get(node.op_type, ()) else data).add(name)
+    return host - data
+
+
+class WebinferRep(BackendRep):
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        inits = {i.name for i in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in inits]
+        self.host_names = host_input_names(model)
+        self._sessions: dict[bytes, InferenceSession] = {}
+        self.placement: list[dict] = []
+
+    def run(self, inputs, **kwargs):
+        if isinstance(inputs, dict):
+            feeds = dict(inputs)
+        else:
+            inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+            feeds = dict(zip(self.input_names, inputs))
+        baked = {n: np.asarray(v) for n, v in feeds.items()
+                 if n in self.host_names and np.asarray(v).size <= HOST_MAX_ELEMENTS}
+        key = b"".join(n.encode() + v.dtype.str.encode() + str(v.shape).encode() + v.tobytes()
+                       for n, v in sorted(baked.items()))
+        if key not in self._sessions:
+            out_dir = tempfile.mkdtemp(prefix="webinfer-backend-")
+            try:
+                manifest = build(self.model, out_dir, input_values=baked)
+                self.placement = manifest["placement"]
+                self._sessions[key] = InferenceSession(out_dir)
+            finally:
+                shutil.rmtree(out_dir, ignore_errors=True)
+        session = self._sessions[key]
+        rest = {n: np.asarray(v) for n, v in feeds.items() if n not in baked}
+        names = [o.name for o in session.get_outputs()]
+        return session.run(names, rest)
+
+
+class WebinferBackend(Backend):
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs) -> WebinferRep:
+        super().prepare(model, device, **kwargs)
+        return WebinferRep(model)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs, device: str = "CPU", **kwargs):
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs):
+        raise NotImplementedError("webinfer runs whole models; use run_model")
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.upper() in ("CPU", "GPU", "WEBGPU")
+
+
+prepare = WebinferBackend.prepare
+run_model = WebinferBackend.run_model
+supports_device = WebinferBackend.supports_device

@@ -1,0 +1,73 @@
+"""build(model) -> artifact: import, lower every node to WGSL kernels, write the artifact directory."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import __version__
+from . import dims as D
+from .artifact import ArtifactWriter
+from .codegen.lower import Lowerer
+from .codegen.program import Program
+from .dtypes import I32_MAX, I32_MIN
+from .dtypes import dtype as get_dtype
+from .errors import WebinferError
+from .graph.importer import import_model
+
+
+def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
+          input_values: dict | None = None, validate: bool = True) -> dict:
+    """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest."""
+    t0 = time.perf_counter()
+    ir_model = import_model(model)
+    program = Lowerer(ir_model, target=target, dim_values=dims, input_values=input_values,
+                      validate=validate).run()
+    manifest = write_artifact(program, out_dir)
+    manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
+    return manifest
+
+
+def gpu_bytes(value: np.ndarray, what: str) -> bytes:
+    """A constant in GPU storage form (32 bits per element; int64 range-checked)."""
+    storage = get_dtype(str(value.dtype)).storage
+    if storage == "f32":
+        return np.ascontiguousarray(value, dtype=np.float32).tobytes()
+    if value.dtype.kind in "iu" and value.size and (value.min() < I32_MIN or value.max() > I32_MAX):
+        raise WebinferError(f"{what}: integer constant outside the int32 range used on the GPU")
+    return np.ascontiguousarray(value, dtype=np.int32 if storage == "i32" else np.uint32).tobytes()
+
+
+def write_artifact(program: Program, out_dir: str) -> dict:
+    writer = ArtifactWriter(out_dir)
+    tensors = []
+    for t in program.tensors:
+        entry = {"dtype": t.dtype, "shape": [D.to_json(d) for d in t.shape], "kind": t.kind,
+                 "alias": t.alias.id if t.alias is not None else None}
+        if t.kind == "weight":
+            entry["chunks"] = writer.add_weight(gpu_bytes(t.value, f"constant {t.name or t.id}"))
+        elif t.kind == "const" or t.sym is not None:
+            entry["kind"] = "host"
+        tensors.append(entry)
+    steps = []
+    for s in program.steps:
+        steps.append({
+            "shader": writer.add_shader(s.shader),
+            "reads": [t.id for t in s.reads],
+            "writes": [t.id for t in s.writes],
+            "uniforms": [[n, typ, D.to_json(v)] for n, typ, v in s.uniforms],
+            "grid": [D.to_json(g) for g in s.grid],
+            "label": s.label,
+            "node": s.node,
+        })
+    manifest = {
+        "producer": f"webinfer {__version__}",
+        "dims": program.dims,
+        "inputs": [{"name": n, "tensor": t.id} for n, t in program.inputs],
+        "outputs": [{"name": n, "tensor": t.id} for n, t in program.outputs],
+        "tensors": tensors,
+        "steps": steps,
+        "placement": program.placement,
+    }
+    return writer.write(manifest)

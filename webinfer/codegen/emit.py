@@ -1,0 +1,116 @@
+"""Render WGSL from the jinja2 templates, and prove each shader valid before it enters an artifact.
+
+A template sees only what we generate: binding variables named by the lowering (``a``, ``b``, ``out``),
+params as literals or uniform fields, and numbers. Nothing the model names reaches WGSL text.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import jinja2
+import numpy as np
+
+from ..dims import Dim
+from ..dtypes import dtype as get_dtype
+from ..errors import WebinferError
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(__file__), "..", "shaders")),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+# WebGPU's default limits, and a larger set for native targets that ask for it.
+LIMITS = {
+    "webgpu": {
+        "max_storage_buffers": 8,
+        "max_binding_bytes": 128 * 1024 * 1024,
+        "max_invocations": 256,
+        "max_workgroup_bytes": 16 * 1024,
+        "max_workgroups": 65535,
+    },
+    "native": {
+        "max_storage_buffers": 16,
+        "max_binding_bytes": 128 * 1024 * 1024,
+        "max_invocations": 1024,
+        "max_workgroup_bytes": 32 * 1024,
+        "max_workgroups": 65535,
+    },
+}
+
+
+def wgsl_literal(value, wgsl_type: str) -> str:
+    """A WGSL literal for a number we computed (attributes are numbers, never pasted strings)."""
+    if wgsl_type == "f32":
+        v = float(np.float32(value))
+        if math.isnan(v):
+            return "bitcast<f32>(0x7fc00000u)"
+        if math.isinf(v):
+            return "bitcast<f32>(0x7f800000u)" if v > 0 else "bitcast<f32>(0xff800000u)"
+        return f"{v!r}f"
+    v = int(value)
+    if wgsl_type == "u32":
+        if not 0 <= v < 2**32:
+            raise WebinferError(f"value {v} does not fit u32")
+        return f"{v}u"
+    if wgsl_type == "i32":
+        if not -(2**31) <= v < 2**31:
+            raise WebinferError(f"value {v} does not fit i32 (int64 values live as i32 on the GPU)")
+        return f"{v}i" if v != -(2**31) else "i32(-2147483647i - 1i)"
+    if wgsl_type == "bool":
+        return "true" if v else "false"
+    raise ValueError(wgsl_type)
+
+
+@dataclass
+class Binding:
+    var: str
+    storage: str
+    compute: str
+    write: bool
+
+
+def render(template: str, reads: dict, writes: dict, params: dict, wg: int, **ctx) -> tuple[str, list]:
+    """Render a kernel. ``params`` maps name -> (wgsl type, value); static values become literals,
+    symbolic ones uniform fields. Returns the WGSL and the uniforms [(name, type, dim)]."""
+    bindings = [Binding(v, get_dtype(t.dtype).storage, get_dtype(t.dtype).compute, False) for v, t in reads.items()]
+    bindings += [Binding(v, get_dtype(t.dtype).storage, get_dtype(t.dtype).compute, True) for v, t in writes.items()]
+    p: dict[str, str] = {}
+    uniforms: list[tuple[str, str, Dim]] = []
+    for name, (typ, value) in params.items():
+        if isinstance(value, (int, float, np.integer, np.floating, bool)):
+            p[name] = wgsl_literal(value, typ)
+        else:
+            p[name] = f"params.{name}"
+            uniforms.append((name, typ, value))
+    wgsl = _ENV.get_template(template).render(
+        bindings=bindings, uniforms=uniforms, p=p, wg=wg, lit=wgsl_literal, **ctx
+    )
+    return wgsl, uniforms
+
+
+class ShaderValidator:
+    """Compiles WGSL with wgpu's shader compiler (naga); one device per build."""
+
+    def __init__(self):
+        self._device = None
+        self._seen: set[str] = set()
+
+    def validate(self, wgsl: str, label: str) -> None:
+        if wgsl in self._seen:
+            return
+        if self._device is None:
+            from ..runtime.native import request_device
+
+            self._device = request_device()
+        try:
+            self._device.create_shader_module(code=wgsl)
+        except Exception as e:  # wgpu raises GPUValidationError with naga's message
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise WebinferError(f"internal error: generated WGSL for {label} does not compile: {first}") from e
+        self._seen.add(wgsl)

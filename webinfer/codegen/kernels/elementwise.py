@@ -1,0 +1,276 @@
+"""Elementwise ops: one generic broadcasting kernel, and the op table is data (op -> WGSL expression).
+
+Each entry maps an op to a function ``(ctx, args, in_types, out_type) -> expr``. ``args`` are the WGSL
+names of the loaded inputs (``v0``, ``v1``, ...). Small integer tensors from shape arithmetic are
+computed on the host instead (see ``host_elementwise``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import dims as D
+from ...dtypes import dtype as get_dtype
+from ..emit import wgsl_literal
+from ..registry import lowering
+from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides
+
+F = lambda v: wgsl_literal(v, "f32")  # noqa: E731
+
+# WGSL helper functions a kernel may need; included only when the expression uses them.
+HELPERS = {
+    "erf_f": """fn erf_f(x: f32) -> f32 {
+  // Abramowitz & Stegun 7.1.26 is too coarse; use the W. J. Cody-style rational fit (|err| < 1.2e-7).
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+          t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(r - 1.0, 1.0 - r, x >= 0.0);
+}""",
+    "pow_f": """fn pow_f(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (a == 0.0) { return select(bitcast<f32>(0x7f800000u), 0.0, b > 0.0); }
+  if (a > 0.0) { return exp2(b * log2(a)); }
+  if (b != floor(b)) { return bitcast<f32>(0x7fc00000u); }
+  let r = exp2(b * log2(-a));
+  return select(r, -r, (abs(b) % 2.0) == 1.0);
+}""",
+    "pow_i": """fn pow_i(a: i32, b: i32) -> i32 {
+  var r = 1i; var e = b; var x = a;
+  if (e < 0) { return select(0i, 1i, a == 1i); }
+  loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * x; } x = x * x; e = e >> 1u; }
+  return r;
+}""",
+    "tanh_f": "fn tanh_f(x: f32) -> f32 { return tanh(clamp(x, -20.0, 20.0)); }",
+    "sigmoid_f": """fn sigmoid_f(x: f32) -> f32 {
+  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
+  let e = exp(x); return e / (1.0 + e);
+}""",
+}
+
+
+def _float_unary(fmt: str):
+    return lambda ctx, a, it, ot: fmt.format(*a)
+
+
+def _cast(ctx, a, it, ot):
+    return cast_expr(a[0], it[0], ctx.attr("to_dtype"))
+
+
+def cast_expr(v: str, src_dtype: str, dst_dtype: str) -> str:
+    """A WGSL expression converting a loaded value to another ONNX type's compute type."""
+    src, dst = get_dtype(src_dtype).compute, get_dtype(dst_dtype).compute
+    if dst == "bool":
+        return v if src == "bool" else f"({v} != {src}(0))"
+    if src == "bool":
+        return f"select({dst}(0), {dst}(1), {v})"
+    if src == "f32" and dst != "f32":
+        v = f"trunc({v})"
+    out = f"{dst}({v})" if src != dst else v
+    if dst_dtype == "uint8":
+        out = f"({out} & 0xffu)"
+    elif dst_dtype == "int8":
+        out = f"((({out} & 0xff) ^ 0x80) - 0x80)"
+    elif dst_dtype == "uint16":
+        out = f"({out} & 0xffffu)"
+    elif dst_dtype == "int16":
+        out = f"((({out} & 0xffff) ^ 0x8000) - 0x8000)"
+    elif dst_dtype == "float16":
+        out = f"quantizeToF16({out})"
+    return out
+
+
+def _binop(sym: str):
+    return lambda ctx, a, it, ot: f"({a[0]} {sym} {a[1]})"
+
+
+def _div(ctx, a, it, ot):
+    return f"({a[0]} / {a[1]})" if ot != "i32" else f"select(0i, {a[0]} / {a[1]}, {a[1]} != 0i)"
+
+
+def _pow(ctx, a, it, ot):
+    if ot == "f32":
+        return f"pow_f({a[0]}, f32({a[1]}))"
+    return f"pow_i({a[0]}, i32({a[1]}))"
+
+
+def _leaky(ctx, a, it, ot):
+    return f"select({F(ctx.attr('alpha', 0.01))} * {a[0]}, {a[0]}, {a[0]} >= 0.0)"
+
+
+def _hard_sigmoid(ctx, a, it, ot):
+    return f"clamp({F(ctx.attr('alpha', 0.2))} * {a[0]} + {F(ctx.attr('beta', 0.5))}, 0.0, 1.0)"
+
+
+def _gelu(ctx, a, it, ot):
+    x = a[0]
+    if ctx.attr("approximate", "none") == "tanh":
+        return f"(0.5 * {x} * (1.0 + tanh_f({F(math.sqrt(2 / math.pi))} * ({x} + 0.044715 * {x} * {x} * {x}))))"
+    return f"(0.5 * {x} * (1.0 + erf_f({x} * {F(1 / math.sqrt(2))})))"
+
+
+def _clip(ctx, a, it, ot):
+    x = a[0]
+    if len(a) > 1 and a[1] != "":
+        x = f"max({x}, {a[1]})"
+    if len(a) > 2 and a[2] != "":
+        x = f"min({x}, {a[2]})"
+    return x
+
+
+def _variadic(fn: str):
+    def expr(ctx, a, it, ot):
+        out = a[0]
+        for x in a[1:]:
+            out = f"{fn}({out}, {x})" if fn else f"({out} + {x})"
+        return out
+
+    return expr
+
+
+def _mean(ctx, a, it, ot):
+    return f"({_variadic('')(ctx, a, it, ot)} / {F(len(a))})"
+
+
+# op -> (expression builder, output type rule): "same" (first input), "bool", or "cast".
+OPS = {
+    "Add": (_binop("+"), "same"),
+    "Sub": (_binop("-"), "same"),
+    "Mul": (_binop("*"), "same"),
+    "Div": (_div, "same"),
+    "Pow": (_pow, "same"),
+    "Neg": (_float_unary("(-{0})"), "same"),
+    "Abs": (_float_unary("abs({0})"), "same"),
+    "Sqrt": (_float_unary("sqrt({0})"), "same"),
+    "Reciprocal": (_float_unary("(1.0 / {0})"), "same"),
+    "Exp": (_float_unary("exp({0})"), "same"),
+    "Log": (_float_unary("log({0})"), "same"),
+    "Erf": (_float_unary("erf_f({0})"), "same"),
+    "Tanh": (_float_unary("tanh_f({0})"), "same"),
+    "Sigmoid": (_float_unary("sigmoid_f({0})"), "same"),
+    "Relu": (lambda ctx, a, it, ot: f"max({a[0]}, {ot}(0))", "same"),
+    "LeakyRelu": (_leaky, "same"),
+    "HardSigmoid": (_hard_sigmoid, "same"),
+    "HardSwish": (_float_unary("({0} * clamp({0} / 6.0 + 0.5, 0.0, 1.0))"), "same"),
+    "Gelu": (_gelu, "same"),
+    "Clip": (_clip, "same"),
+    "Where": (lambda ctx, a, it, ot: f"select({a[2]}, {a[1]}, {a[0]})", "where"),
+    "Equal": (_binop("=="), "bool"),
+    "Less": (_binop("<"), "bool"),
+    "Greater": (_binop(">"), "bool"),
+    "LessOrEqual": (_binop("<="), "bool"),
+    "GreaterOrEqual": (_binop(">="), "bool"),
+    "Not": (_float_unary("(!{0})"), "bool"),
+    "And": (_binop("&&"), "bool"),
+    "Or": (_binop("||"), "bool"),
+    "Xor": (_binop("!="), "bool"),
+    "Cast": (_cast, "cast"),
+    "Max": (_variadic("max"), "same"),
+    "Min": (_variadic("min"), "same"),
+    "Sum": (_variadic(""), "same"),
+    "Mean": (_mean, "same"),
+}
+
+
+def out_dtype(ctx, rule: str) -> str:
+    if rule == "bool":
+        return "bool"
+    if rule == "cast":
+        from onnx.helper import tensor_dtype_to_np_dtype
+
+        return tensor_dtype_to_np_dtype(ctx.attr("to")).name
+    if rule == "where":
+        return ctx.inputs[1].dtype
+    return next(t.dtype for t in ctx.inputs if t is not None)
+
+
+@lowering(*OPS)
+def lower_elementwise(ctx) -> None:
+    build, rule = OPS[ctx.op]
+    dt = out_dtype(ctx, rule)
+    present = [(i, t) for i, t in enumerate(ctx.inputs) if t is not None]
+    shape = broadcast_shapes([t.shape for _, t in present])
+    if host_elementwise(ctx, dt, shape):
+        return
+    out = ctx.output(0, dt, shape)
+    elementwise(ctx, build, [t for _, t in present], out, [i for i, _ in present])
+
+
+def elementwise(ctx, build, inputs, out, positions=None) -> None:
+    """Emit the broadcasting kernel computing ``build(...)`` of ``inputs`` into ``out``."""
+    positions = positions if positions is not None else list(range(len(inputs)))
+    in_types = [compute_type(t.dtype) for t in inputs]
+    ot = compute_type(out.dtype)
+    args = [""] * (max(positions) + 1)
+    for k, pos in enumerate(positions):
+        args[pos] = f"v{k}"
+    expr = build(_Attrs(ctx, out.dtype), args, [t.dtype for t in inputs], ot)
+    # Mixed input types (Pow's exponent, Where's condition) are converted where the op needs it.
+    params: dict = {"n": out.numel}
+    rank = out.rank
+    scalar = [D.is_static(t.shape) and D.product(t.shape) == 1 for t in inputs]
+    contiguous = all(s or tuple(t.shape) == tuple(out.shape) for s, t in zip(scalar, inputs))
+    if not contiguous:
+        for d, dim in enumerate(out.shape):
+            params[f"d{d}"] = dim
+        for k, t in enumerate(inputs):
+            for d, s in enumerate(broadcast_strides(t.shape, out.shape)):
+                params[f"s{k}_{d}"] = s
+    helpers = [src for name, src in HELPERS.items() if name + "(" in expr]
+    ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(inputs)}, {"out": out},
+                 work=out.numel, params=params, arity=len(inputs), rank=rank, contiguous=contiguous,
+                 scalar=scalar, expr=expr, helpers=helpers, in_types=in_types)
+
+
+class _Attrs:
+    """Lets expression builders read attributes, with Cast's target type resolved."""
+
+    def __init__(self, ctx, out_dtype: str):
+        self._ctx, self._out = ctx, out_dtype
+
+    def attr(self, name, default=None):
+        if name == "to_dtype":
+            return self._out
+        return self._ctx.attr(name, default)
+
+
+_HOST_OPS = {
+    "Add": D.add,
+    "Sub": lambda a, b: D.add(a, D.mul(b, -1)),
+    "Mul": D.mul,
+    "Div": lambda a, b: D.floordiv(a, b) if not (isinstance(a, int) and isinstance(b, int)) else int(a / b),
+    "Mod": D.mod,
+    "Max": D.dmax,
+    "Min": D.dmin,
+    "Neg": lambda a: D.mul(a, -1),
+    "Cast": lambda a: a,
+}
+
+
+def host_elementwise(ctx, dt: str, shape) -> bool:
+    """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions."""
+    if ctx.op not in _HOST_OPS or dt not in ("int64", "int32") or not D.is_static(shape):
+        return False
+    present = [t for t in ctx.inputs if t is not None]
+    if not any(t.sym is not None for t in present):
+        return False
+    vals = [ctx.host_ints(i) for i, t in enumerate(ctx.inputs) if t is not None]
+    if any(v is None for v in vals):
+        return False
+    n = D.product(shape)
+    out = []
+    strides = [broadcast_strides(t.shape, shape) for t in present]
+    for flat in range(n):
+        coords, rem = [], flat
+        for d in reversed(shape):
+            coords.append(rem % d)
+            rem //= d
+        coords.reverse()
+        args = [v[sum(c * s for c, s in zip(coords, st))] for v, st in zip(vals, strides)]
+        out.append(_HOST_OPS[ctx.op](*args))
+    ctx.set_host(0, dt, shape, out)
+    return True
+
+
+__all__ = ["elementwise", "cast_expr", "contiguous_strides"]

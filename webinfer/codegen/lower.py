@@ -1,0 +1,297 @@
+"""Lower an onnx-ir graph to a Program: walk the nodes in order, infer shapes, call each op's lowering.
+
+Three things can happen to a node, recorded per node in ``Program.placement``:
+- ``gpu``: it became one or more WGSL dispatches;
+- ``view``: it only reinterprets a shape (Reshape, Squeeze, ...), sharing the input's storage;
+- ``host``: shape arithmetic on a small integer tensor (at most 64 elements), evaluated at build time,
+  possibly symbolically (``[batch, seq * 12]``), never data; or ``folded``: all inputs were constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from .. import dims as D
+from ..dims import Dim
+from ..errors import UnsupportedOpError, WebinferError
+from . import emit
+from .program import Program, Step, Tensor
+from .registry import LOWERINGS, load_all
+
+HOST_MAX_ELEMENTS = 64
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+class LowerContext:
+    """What a lowering function sees of one node."""
+
+    def __init__(self, lowerer: "Lowerer", node: ir.Node, index: int):
+        self._l = lowerer
+        self.node = node
+        self.index = index
+        self.op = node.op_type
+        self.inputs: list[Tensor | None] = [lowerer.tensor_of(v) if v is not None else None for v in node.inputs]
+        self.outputs: list[Tensor | None] = [None] * len(node.outputs)
+        self.where = "gpu"
+        self.opset = lowerer.opset
+
+    # -- inputs and attributes -------------------------------------------------------------
+    def attr(self, name: str, default=None):
+        a = self.node.attributes.get(name)
+        if a is None:
+            return default
+        v = a.value
+        if isinstance(v, ir.TensorProtocol):
+            return v.numpy()
+        if isinstance(v, (list, tuple)):
+            return list(v)
+        return v
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def const(self, i: int) -> np.ndarray:
+        """The value of an input that must be known at build time (a weight or shape arithmetic)."""
+        t = self.inputs[i]
+        if t is not None and t.value is not None:
+            return t.value
+        if t is not None and t.sym is not None and D.is_static(t.sym):
+            return np.array(t.sym, dtype=np.int64).reshape([int(d) for d in t.shape])
+        raise self.unsupported(f"input {i} must be a constant known at build time")
+
+    def host_ints(self, i: int) -> list[Dim] | None:
+        """Elements of a small integer input known at build time, possibly symbolic; None if data."""
+        t = self.inputs[i]
+        if t is None:
+            return None
+        if t.sym is not None:
+            return list(t.sym)
+        if t.value is not None and t.value.dtype.kind in "iub" and t.value.size <= HOST_MAX_ELEMENTS:
+            return [int(v) for v in t.value.reshape(-1)]
+        return None
+
+    def unsupported(self, why: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{self.op} (node {self.describe()}): {why}")
+
+    def describe(self) -> str:
+        name = self.node.name or f"#{self.index}"
+        return repr(name)
+
+    # -- outputs -------------------------------------------------------------------------------
+    def output(self, i: int, dtype: str, shape) -> Tensor:
+        t = self._l.program.new_tensor(dtype, tuple(shape))
+        self._set(i, t)
+        return t
+
+    def set_const(self, i: int, value: np.ndarray) -> Tensor:
+        t = self._l.constant(np.asarray(value))
+        self._set(i, t)
+        self.where = "folded" if self.where != "host" else "host"
+        return t
+
+    def set_host(self, i: int, dtype: str, shape, values: list[Dim]) -> Tensor:
+        """A small integer result of shape arithmetic (values may be symbolic)."""
+        if len(values) > HOST_MAX_ELEMENTS:
+            raise self.unsupported(f"host shape arithmetic on {len(values)} elements (limit {HOST_MAX_ELEMENTS})")
+        self.where = "host"
+        if D.is_static(values):
+            t = self._l.constant(np.array(values, dtype=dtype).reshape([int(d) for d in shape]))
+        else:
+            t = self._l.program.new_tensor(dtype, tuple(shape), sym=list(values))
+        self._set(i, t)
+        return t
+
+    def set_alias(self, i: int, src: Tensor, shape) -> Tensor:
+        """A view: same storage, another shape (Reshape, Squeeze, Unsqueeze, Flatten, Identity)."""
+        if src.value is not None:
+            return self.set_const(i, src.value.reshape([int(d) for d in shape]))
+        if src.sym is not None:
+            return self.set_host(i, src.dtype, shape, src.sym)
+        t = self._l.program.new_tensor(src.dtype, tuple(shape), alias=src)
+        self._set(i, t)
+        if self.where == "gpu" and not self._l.steps_of_node:
+            self.where = "view"
+        return t
+
+    def _set(self, i: int, t: Tensor) -> None:
+        self.outputs[i] = t
+
+    # -- kernels -------------------------------------------------------------------------------
+    def gpu(self, t: Tensor) -> Tensor:
+        """Make a tensor available on the GPU: constants become weights, symbolic ints are filled."""
+        return self._l.materialize(t)
+
+    def temp(self, dtype: str, shape) -> Tensor:
+        return self._l.program.new_tensor(dtype, tuple(shape))
+
+    def dispatch(self, template: str, reads: dict, writes: dict, *, work: Dim | None = None,
+                 grid: tuple | None = None, params: dict | None = None, wg: int = 256, **tctx) -> None:
+        """Emit one kernel. ``work`` is a count of invocations for 1-D kernels (grid derived)."""
+        self._l.dispatch(template, reads, writes, work=work, grid=grid, params=params or {}, wg=wg,
+                         label=f"{template.split('.')[0]}:{self.op}", node=self.index, tctx=tctx)
+
+
+class Lowerer:
+    def __init__(self, model: ir.Model, target: str = "webgpu", dim_values: dict | None = None,
+                 input_values: dict | None = None, validate: bool = True):
+        load_all()
+        self.model = model
+        self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
+        self.limits = emit.LIMITS[target]
+        self.program = Program()
+        self.values: dict[str, Tensor] = {}
+        self.dim_values = dim_values or {}
+        self.input_values = input_values or {}
+        self.validator = emit.ShaderValidator() if validate else None
+        self.steps_of_node = 0
+        self._dim_counter = 0
+
+    def tensor_of(self, v: ir.Value) -> Tensor:
+        if v.name not in self.values:
+            raise WebinferError(f"value {v.name!r} is used before it is produced (graph not in order?)")
+        return self.values[v.name]
+
+    def constant(self, value: np.ndarray) -> Tensor:
+        return self.program.new_tensor(str(value.dtype), tuple(int(d) for d in value.shape), kind="const",
+                                       value=value)
+
+    def _dim(self, d, input_name: str, axis: int) -> Dim:
+        if isinstance(d, int):
+            return d
+        name = d.value if isinstance(d, ir.SymbolicDim) and d.value else None
+        if name is None:
+            name = f"{input_name}_{axis}"
+        if name in self.dim_values:
+            return int(self.dim_values[name])
+        if name not in self.program.dims:
+            self.program.dims.append(name)
+        return D.Sym.name(name)
+
+    def run(self) -> Program:
+        g = self.model.graph
+        init_names = set(g.initializers)
+        for v in g.inputs:
+            if v.name in init_names:
+                continue
+            if v.name in self.input_values:
+                val = np.asarray(self.input_values[v.name])
+                self.values[v.name] = self.constant(val)
+                continue
+            if v.dtype is None or v.shape is None:
+                raise WebinferError(f"graph input {v.name!r} has no declared type or rank")
+            dt = v.dtype.numpy().name if v.dtype is not None else "float32"
+            shape = tuple(self._dim(d, v.name, i) for i, d in enumerate(v.shape))
+            t = self.program.new_tensor(dt, shape, kind="input", name=v.name)
+            self.values[v.name] = t
+            self.program.inputs.append((v.name, t))
+        for name, v in g.initializers.items():
+            if v.const_value is None:
+                raise WebinferError(f"initializer {name!r} has no data")
+            self.values[name] = self.constant(v.const_value.numpy())
+        for index, node in enumerate(g):
+            self.lower_node(node, index)
+        for v in g.outputs:
+            t = self.materialize(self.tensor_of(v))
+            self.program.outputs.append((v.name, t))
+        return self.program
+
+    def lower_node(self, node: ir.Node, index: int) -> None:
+        ctx = LowerContext(self, node, index)
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(f"{node.domain}.{node.op_type} (node {ctx.describe()}): custom domain not supported")
+        if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            raise ctx.unsupported("control flow with subgraphs is not supported")
+        fn = LOWERINGS.get(node.op_type)
+        if fn is None:
+            raise UnsupportedOpError(f"unsupported op {node.op_type} (node {ctx.describe()})")
+        self.steps_of_node = 0
+        present = [t for t in ctx.inputs if t is not None]
+        if present and all(t.value is not None for t in present) and node.op_type not in _NO_FOLD:
+            for i, value in enumerate(fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)):
+                ctx.set_const(i, value)
+        else:
+            fn(ctx)
+        for i, v in enumerate(node.outputs):
+            if ctx.outputs[i] is None:
+                if v.name:
+                    if i == 0 or node.op_type not in _OPTIONAL_OUTPUT_OPS:
+                        raise ctx.unsupported(f"output {i} is not produced by webinfer")
+                continue
+            ctx.outputs[i].name = ctx.outputs[i].name or v.name
+            self.values[v.name] = ctx.outputs[i]
+        where = ctx.where if self.steps_of_node == 0 else "gpu"
+        elements = [t.numel for t in ctx.outputs if t is not None]
+        self.program.placement.append({"node": index, "op": node.op_type, "where": where,
+                                       "dispatches": self.steps_of_node,
+                                       "elements": [D.to_text(e) for e in elements]})
+
+    def materialize(self, t: Tensor) -> Tensor:
+        if t.value is not None:
+            if t.kind == "const":
+                t.kind = "weight"
+            return t
+        if t.sym is not None:
+            out = self.program.new_tensor(t.dtype, t.shape)
+            n = len(t.sym)
+            params = {f"v{i}": ("i32", v) for i, v in enumerate(t.sym)}
+            self.dispatch("fill.wgsl.j2", {}, {"out": out}, work=n, grid=None, params=params, wg=64,
+                          label="fill", node=-1, tctx={"count": n})
+            t.sym, t.kind, t.alias = None, "temp", out
+            return out
+        return t
+
+    def dispatch(self, template, reads, writes, *, work, grid, params, wg, label, node, tctx) -> None:
+        reads = {k: self.materialize(v) for k, v in reads.items()}
+        lim = self.limits
+        if len(reads) + len(writes) > lim["max_storage_buffers"]:
+            raise WebinferError(f"internal error: {label} binds {len(reads) + len(writes)} storage buffers "
+                                f"(limit {lim['max_storage_buffers']})")
+        if wg > lim["max_invocations"]:
+            raise WebinferError(f"internal error: {label} uses {wg} invocations per workgroup")
+        wbases = {id(w.base) for w in writes.values()}
+        if any(id(r.base) in wbases for r in reads.values()) or len(wbases) < len(writes):
+            raise WebinferError(f"internal error: {label} binds overlapping writable ranges")
+        for t in list(reads.values()) + list(writes.values()):
+            nbytes = t.numel if isinstance(t.numel, int) else None
+            if nbytes is not None and nbytes * 4 > lim["max_binding_bytes"]:
+                raise WebinferError(f"{label}: a tensor of {nbytes * 4} bytes exceeds the binding limit")
+        params = {k: (v if isinstance(v, tuple) else ("u32", v)) for k, v in params.items()}
+        if grid is None:
+            groups = D.ceildiv(work, wg)
+            gx = D.dmin(groups, lim["max_workgroups"])
+            grid = (gx, D.ceildiv(groups, lim["max_workgroups"]), 1)
+        for g in grid:
+            if isinstance(g, int) and g > lim["max_workgroups"]:
+                raise WebinferError(f"internal error: {label} dispatches {g} workgroups in one dimension")
+        wgsl, uniforms = emit.render(template, reads, writes, params, wg, **tctx)
+        if self.validator:
+            self.validator.validate(wgsl, label)
+        self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
+                                       tuple(grid), node=str(node), label=label))
+        self.steps_of_node += 1
+
+
+_OPTIONAL_OUTPUT_OPS = {"BatchNormalization", "LayerNormalization", "Dropout", "MaxPool", "TopK", "Unique",
+                        "GroupNormalization", "RMSNormalization", "DynamicQuantizeLinear"}
+
+
+def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:
+    """Constant folding: evaluate a node whose inputs are all constants with ONNX's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    proto = ir.serde.serialize_node(node)
+    names = [f"i{i}" if v is not None else "" for i, v in enumerate(values)]
+    outs = [f"o{i}" for i in range(len(node.outputs))]
+    del proto.input[:]
+    proto.input.extend(names)
+    del proto.output[:]
+    proto.output.extend(outs)
+    graph = onnx.helper.make_graph([proto], "fold", [], [onnx.helper.make_empty_tensor_value_info(o) for o in outs])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        results = ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values) if n})
+    except Exception as e:
+        raise UnsupportedOpError(f"{node.op_type} (node {node.name!r}): constant folding failed: {e}") from None
+    return [np.asarray(r) for r in results]

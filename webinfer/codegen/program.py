@@ -1,0 +1,79 @@
+"""The build's intermediate result: tensors and kernel steps, before they are written as an artifact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dims as D
+from ..dims import Dim
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A tensor of the lowered program.
+
+    ``value`` holds a build-time constant (a weight, or a folded result); ``sym`` holds the elements of a
+    small integer tensor computed from shapes (host shape arithmetic), possibly symbolic; ``alias`` names
+    the tensor whose storage a view shares.
+    """
+
+    id: int
+    dtype: str
+    shape: tuple[Dim, ...]
+    kind: str = "temp"  # input | weight | temp
+    value: np.ndarray | None = None
+    sym: list[Dim] | None = None
+    alias: "Tensor | None" = None
+    name: str | None = None  # graph value name (manifest only, never WGSL)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> Dim:
+        return D.product(self.shape)
+
+    @property
+    def base(self) -> "Tensor":
+        t = self
+        while t.alias is not None:
+            t = t.alias
+        return t
+
+    @property
+    def is_const(self) -> bool:
+        return self.value is not None
+
+    def __repr__(self) -> str:
+        return f"Tensor#{self.id}<{self.dtype}{list(self.shape)}>"
+
+
+@dataclass
+class Step:
+    """One dispatch: a shader, its bindings (reads then writes), dynamic params and grid."""
+
+    shader: str  # WGSL source
+    reads: list[Tensor]
+    writes: list[Tensor]
+    uniforms: list[tuple[str, str, Dim]]  # (name, wgsl type, value)
+    grid: tuple[Dim, Dim, Dim]
+    node: str = ""  # index of the ONNX node it came from, for reports
+    label: str = ""  # kernel family + op, for profiles
+
+
+@dataclass
+class Program:
+    tensors: list[Tensor] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    inputs: list[tuple[str, Tensor]] = field(default_factory=list)
+    outputs: list[tuple[str, Tensor]] = field(default_factory=list)
+    placement: list[dict] = field(default_factory=list)  # per ONNX node: where it ran
+    dims: list[str] = field(default_factory=list)
+
+    def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
+        t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)
+        self.tensors.append(t)
+        return t

@@ -1,0 +1,241 @@
+"""Symbolic dimensions: shapes like ``[batch, seq * 2]`` that the build reasons about and the runtime binds.
+
+A dim is an ``int`` or a :class:`Sym`, a polynomial with integer coefficients over atoms (dim names, or
+opaque terms such as ``x // 3``). Keeping polynomials in a normal form makes ``seq + seq == 2 * seq`` and
+lets broadcasting compare dims. The build serialises dims with :func:`to_json`; the runtime evaluates them
+with :func:`evaluate` once the feeds bind the names. Standard library only: the runtime imports this too.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+Dim = Union[int, "Sym"]
+_ONE: tuple = ()
+
+
+class Sym:
+    """An integer polynomial over symbolic atoms, kept in a canonical sorted form."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict[tuple, int]):
+        self.terms = tuple(sorted(((m, c) for m, c in terms.items() if c != 0), key=repr))
+
+    @staticmethod
+    def name(name: str) -> "Sym":
+        return Sym({(name,): 1})
+
+    @staticmethod
+    def atom(atom: tuple) -> "Sym":
+        return Sym({(atom,): 1})
+
+    def __hash__(self) -> int:
+        return hash(self.terms)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sym):
+            return self.terms == other.terms
+        return False
+
+    def __repr__(self) -> str:
+        return to_text(self)
+
+    def __add__(self, o: Dim) -> Dim:
+        return add(self, o)
+
+    __radd__ = __add__
+
+    def __sub__(self, o: Dim) -> Dim:
+        return add(self, mul(o, -1))
+
+    def __rsub__(self, o: Dim) -> Dim:
+        return add(o, mul(self, -1))
+
+    def __mul__(self, o: Dim) -> Dim:
+        return mul(self, o)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, o: Dim) -> Dim:
+        return floordiv(self, o)
+
+    def __mod__(self, o: Dim) -> Dim:
+        return mod(self, o)
+
+
+def _terms(d: Dim) -> dict[tuple, int]:
+    return {_ONE: d} if isinstance(d, int) else dict(d.terms)
+
+
+def _make(terms: dict[tuple, int]) -> Dim:
+    terms = {m: c for m, c in terms.items() if c != 0}
+    if not terms:
+        return 0
+    if list(terms) == [_ONE]:
+        return terms[_ONE]
+    return Sym(terms)
+
+
+def add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    out = _terms(a)
+    for m, c in _terms(b).items():
+        out[m] = out.get(m, 0) + c
+    return _make(out)
+
+
+def mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    out: dict[tuple, int] = {}
+    for ma, ca in _terms(a).items():
+        for mb, cb in _terms(b).items():
+            m = tuple(sorted(ma + mb, key=repr))
+            out[m] = out.get(m, 0) + ca * cb
+    return _make(out)
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    if b == 1:
+        return a
+    if isinstance(b, int) and b > 0 and all(c % b == 0 for c in _terms(a).values()):
+        return _make({m: c // b for m, c in _terms(a).items()})
+    if isinstance(a, Sym) and a == b:
+        return 1
+    return Sym.atom(("//", a, b))
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b
+    if isinstance(b, int) and b > 0 and all(c % b == 0 for c in _terms(a).values()):
+        return 0
+    return Sym.atom(("%", a, b))
+
+
+def ceildiv(a: Dim, b: Dim) -> Dim:
+    return floordiv(add(a, add(b, -1)), b)
+
+
+def dmax(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    if a == b:
+        return a
+    return Sym.atom(("max", a, b))
+
+
+def dmin(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    if a == b:
+        return a
+    return Sym.atom(("min", a, b))
+
+
+def product(dims) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = mul(out, d)
+    return out
+
+
+def is_static(dims) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+def names(d: Dim) -> set[str]:
+    """The dim names a dim depends on."""
+    if isinstance(d, int):
+        return set()
+    out: set[str] = set()
+    for m, _ in d.terms:
+        for atom in m:
+            if isinstance(atom, str):
+                out.add(atom)
+            else:
+                out |= names(atom[1]) | names(atom[2])
+    return out
+
+
+def to_json(d: Dim):
+    """Serialise for the manifest: ints stay ints, polynomials become prefix lists."""
+    if isinstance(d, int):
+        return d
+    if len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1 and isinstance(d.terms[0][0][0], str):
+        return d.terms[0][0][0]
+    terms = []
+    for m, c in d.terms:
+        factors = [c] + [a if isinstance(a, str) else [a[0], to_json(a[1]), to_json(a[2])] for a in m]
+        terms.append(["*"] + factors)
+    return ["+"] + terms
+
+
+def to_text(d: Dim) -> str:
+    if isinstance(d, int):
+        return str(d)
+    parts = []
+    for m, c in d.terms:
+        atoms = [a if isinstance(a, str) else f"({to_text(a[1])} {a[0]} {to_text(a[2])})" for a in m]
+        if not atoms:
+            parts.append(str(c))
+        else:
+            parts.append("*".join(([str(c)] if c != 1 else []) + atoms))
+    return " + ".join(parts)
+
+
+def from_json(j) -> Dim:
+    """Inverse of :func:`to_json`."""
+    if isinstance(j, int):
+        return j
+    if isinstance(j, str):
+        return Sym.name(j)
+    op = j[0]
+    if op == "+":
+        out: Dim = 0
+        for t in j[1:]:
+            out = add(out, from_json(t))
+        return out
+    if op == "*":
+        out = 1
+        for f in j[1:]:
+            out = mul(out, from_json(f))
+        return out
+    return Sym.atom((op, from_json(j[1]), from_json(j[2])))
+
+
+def json_text(j) -> str:
+    return to_text(from_json(j))
+
+
+_OPS = {
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "max": max,
+    "min": min,
+}
+
+
+def evaluate(j, env: dict[str, int]) -> int:
+    """Evaluate a serialised dim with the names bound in ``env`` (runtime side)."""
+    if isinstance(j, int):
+        return j
+    if isinstance(j, str):
+        if j not in env:
+            raise KeyError(j)
+        return env[j]
+    op = j[0]
+    if op == "+":
+        return sum(evaluate(t, env) for t in j[1:])
+    if op == "*":
+        out = 1
+        for f in j[1:]:
+            out *= evaluate(f, env)
+        return out
+    if op in _OPS:
+        return _OPS[op](evaluate(j[1], env), evaluate(j[2], env))
+    raise ValueError(f"unknown dim expression operator {op!r}")

@@ -1,0 +1,77 @@
+"""Import an ONNX file: parse, check external-data paths, upgrade old opsets, convert to onnx-ir."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+import onnx_ir as ir
+from onnx.external_data_helper import uses_external_data
+
+from ..errors import WebinferError
+
+MIN_OPSET = 13
+
+
+def load_proto(path: str) -> onnx.ModelProto:
+    if not os.path.isfile(path):
+        raise WebinferError(f"{path}: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise WebinferError(f"{path}: not a valid ONNX model ({type(e).__name__}: {str(e)[:120]})") from None
+    if model.ir_version == 0 or not model.HasField("graph") or not model.graph.output:
+        raise WebinferError(f"{path}: not a valid ONNX model (no graph or no outputs)")
+    load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    return model
+
+
+def load_external_data(model: onnx.ModelProto, base: str, where: str) -> None:
+    """Load external tensors, refusing any location that resolves outside the model's folder."""
+    root = os.path.realpath(base)
+    for tensor in _all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        loc = info.get("location", "")
+        full = os.path.realpath(os.path.join(root, loc))
+        if os.path.isabs(loc) or os.path.commonpath([root, full]) != root:
+            raise WebinferError(f"{where}: external data path {loc!r} leaves the model's folder; refused")
+        if not os.path.isfile(full):
+            raise WebinferError(f"{where}: external data file {loc!r} is missing")
+    try:
+        onnx.load_external_data_for_model(model, root)
+    except Exception as e:
+        raise WebinferError(f"{where}: cannot read external data ({e})") from None
+
+
+def _all_tensors(model: onnx.ModelProto):
+    yield from model.graph.initializer
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+
+
+def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Models older than opset 13 go through onnx.version_converter (kept as-is if it cannot)."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+    if version >= MIN_OPSET:
+        return model
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception:
+        return model
+
+
+def to_ir(model: onnx.ModelProto) -> ir.Model:
+    try:
+        return ir.serde.deserialize_model(model)
+    except Exception as e:
+        raise WebinferError(f"cannot read the ONNX graph ({type(e).__name__}: {str(e)[:160]})") from None
+
+
+def import_model(model) -> ir.Model:
+    """Path or ModelProto -> onnx-ir model at opset >= 13 where the converter can do it."""
+    proto = load_proto(model) if isinstance(model, (str, os.PathLike)) else model
+    return to_ir(upgrade_opset(proto))

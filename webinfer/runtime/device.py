@@ -1,0 +1,41 @@
+"""The GPU as the session sees it. Two implementations: native (wgpu-py) and browser (navigator.gpu).
+
+Reading back is asynchronous at the core, because a browser can only ``mapAsync``.
+"""
+
+from __future__ import annotations
+
+
+class Device:
+    """Minimal WebGPU surface the session needs; buffers and pipelines are opaque handles."""
+
+    name = "device"
+    limits: dict
+
+    def create_buffer(self, size: int, kind: str):
+        """kind: 'storage' (read/write, copy src/dst), 'uniform', or 'readback' (map-read)."""
+        raise NotImplementedError
+
+    def write_buffer(self, buffer, offset: int, data) -> None:
+        raise NotImplementedError
+
+    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool):
+        """A compute pipeline with an explicit layout: storage bindings (read-only unless written),
+        then one uniform binding when the kernel has symbolic params."""
+        raise NotImplementedError
+
+    def create_bind_group(self, pipeline, entries: list[tuple]):
+        """entries: (buffer, offset, size) in binding order."""
+        raise NotImplementedError
+
+    def submit(self, dispatches: list[tuple], copies: list[tuple]) -> None:
+        """One command buffer: a compute pass of (pipeline, bind_group, (x, y, z)), then buffer copies
+        (src, src_offset, dst, dst_offset, size)."""
+        raise NotImplementedError
+
+    async def read(self, buffer, size: int) -> bytes:
+        """Map a readback buffer and copy its first ``size`` bytes out."""
+        raise NotImplementedError
+
+    def destroy_buffer(self, buffer) -> None:
+        pass

@@ -1,0 +1,44 @@
+"""The public session, modelled on onnxruntime: ``InferenceSession(path).run(output_names, feeds)``."""
+
+from __future__ import annotations
+
+from ..artifact import Artifact
+from .session import SessionCore, run_sync
+from .tensor import HostTensor
+
+
+class InferenceSession:
+    """Load an artifact directory and run it. Natively the device is wgpu-py; in Pyodide pass a
+    ``BrowserDevice`` and use ``await run_async(...)``."""
+
+    def __init__(self, path: str, device=None):
+        self.artifact = Artifact.load(path)
+        if device is None:
+            from .native import NativeDevice
+
+            device = NativeDevice()
+        self.device = device
+        m = self.artifact.manifest
+        shaders = self.artifact.shader_sources()
+        self._core = SessionCore(m, shaders, lambda i: self.artifact.read(m["shards"][i]), device)
+
+    def get_inputs(self):
+        return self._core.get_inputs()
+
+    def get_outputs(self):
+        return self._core.get_outputs()
+
+    async def run_async(self, output_names, feeds: dict) -> list:
+        return [_to_array(t) for t in await self._core.run_async(output_names, feeds)]
+
+    def run(self, output_names, feeds: dict) -> list:
+        """Synchronous run (native devices only): returns numpy arrays when numpy is importable."""
+        return run_sync(self.run_async(output_names, feeds))
+
+
+def _to_array(t: HostTensor):
+    try:
+        import numpy as np
+    except ImportError:
+        return t
+    return np.frombuffer(t.data, dtype=t.dtype).reshape(t.shape).copy()

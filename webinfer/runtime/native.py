@@ -1,0 +1,98 @@
+"""Native device: wgpu-py (wgpu-native over Vulkan, Metal or D3D12; lavapipe on this machine)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..errors import WebinferError
+from .device import Device
+
+_DEVICE = None
+
+
+def request_device():
+    """One wgpu device per process (creating one costs ~0.4 s); WebGPU's default limits."""
+    global _DEVICE
+    if _DEVICE is None:
+        os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))
+        import wgpu
+
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        if adapter is None:
+            raise WebinferError("no WebGPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
+        _DEVICE = adapter.request_device_sync()
+    return _DEVICE
+
+
+class NativeDevice(Device):
+    name = "native"
+
+    def __init__(self):
+        import wgpu
+
+        self._wgpu = wgpu
+        self.device = request_device()
+        self.limits = dict(self.device.limits)
+        info = self.device.adapter.info
+        self.adapter_name = f"{info.get('device', '?')} ({info.get('backend_type', '?')})"
+
+    def create_buffer(self, size: int, kind: str):
+        U = self._wgpu.BufferUsage
+        usage = {
+            "storage": U.STORAGE | U.COPY_SRC | U.COPY_DST,
+            "uniform": U.UNIFORM | U.COPY_DST,
+            "readback": U.MAP_READ | U.COPY_DST,
+        }[kind]
+        return self.device.create_buffer(size=max(16, (size + 15) // 16 * 16), usage=usage)
+
+    def write_buffer(self, buffer, offset: int, data) -> None:
+        self.device.queue.write_buffer(buffer, offset, data)
+
+    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool):
+        w = self._wgpu
+        entries = [
+            {"binding": i, "visibility": w.ShaderStage.COMPUTE,
+             "buffer": {"type": w.BufferBindingType.storage if wr else w.BufferBindingType.read_only_storage}}
+            for i, wr in enumerate(writes)
+        ]
+        if has_uniform:
+            entries.append({"binding": len(writes), "visibility": w.ShaderStage.COMPUTE,
+                            "buffer": {"type": w.BufferBindingType.uniform}})
+        layout = self.device.create_bind_group_layout(entries=entries)
+        module = self.device.create_shader_module(code=wgsl)
+        pipeline = self.device.create_compute_pipeline(
+            layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+            compute={"module": module, "entry_point": "main"},
+        )
+        return (pipeline, layout)
+
+    def create_bind_group(self, pipeline, entries: list[tuple]):
+        return self.device.create_bind_group(
+            layout=pipeline[1],
+            entries=[{"binding": i, "resource": {"buffer": b, "offset": o, "size": s}}
+                     for i, (b, o, s) in enumerate(entries)],
+        )
+
+    def submit(self, dispatches: list[tuple], copies: list[tuple]) -> None:
+        enc = self.device.create_command_encoder()
+        if dispatches:
+            cpass = enc.begin_compute_pass()
+            for pipeline, group, (x, y, z) in dispatches:
+                cpass.set_pipeline(pipeline[0])
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(x, y, z)
+            cpass.end()
+        for src, so, dst, do, size in copies:
+            enc.copy_buffer_to_buffer(src, so, dst, do, (size + 3) // 4 * 4)
+        self.device.queue.submit([enc.finish()])
+
+    async def read(self, buffer, size: int) -> bytes:
+        buffer.map_sync(self._wgpu.MapMode.READ)
+        try:
+            return bytes(buffer.read_mapped(0, buffer.size))[:size]
+        finally:
+            buffer.unmap()
+
+    def destroy_buffer(self, buffer) -> None:
+        buffer.destroy()

@@ -1,0 +1,223 @@
+"""The session core shared by the native and browser runtimes: bind dims, plan buffers, record, read back.
+
+Pipelines and weights are created once per session. Each distinct binding of the symbolic dims gets a
+cached plan (buffers, uniform values, bind groups, grids). One run writes the feeds, records one command
+buffer (one compute pass, then the output copies), submits it and reads the outputs back.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .. import dims as D
+from ..dtypes import DTYPES
+from ..errors import WebinferError
+from .tensor import HostTensor, as_host, from_gpu_bytes, to_gpu_bytes
+
+_PACK = {"u32": "I", "i32": "i", "f32": "f"}
+_MAX_PLANS = 4
+
+
+class IOInfo:
+    """What ``get_inputs()``/``get_outputs()`` return, shaped like onnxruntime's NodeArg."""
+
+    def __init__(self, name: str, dtype: str, shape: list):
+        self.name, self.dtype, self.shape = name, dtype, shape
+        self.type = f"tensor({ {'float32': 'float', 'float64': 'double'}.get(dtype, dtype)})"
+
+    def __repr__(self) -> str:
+        return f"IOInfo(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+
+
+class SessionCore:
+    def __init__(self, manifest: dict, shaders: list[str], read_shard, device):
+        self.manifest = manifest
+        self.device = device
+        self.tensors = manifest["tensors"]
+        self.steps = manifest["steps"]
+        self._pipelines = {}
+        self.step_pipelines = []
+        for step in self.steps:
+            writes = [False] * len(step["reads"]) + [True] * len(step["writes"])
+            key = (step["shader"], tuple(writes), bool(step["uniforms"]))
+            if key not in self._pipelines:
+                self._pipelines[key] = device.create_pipeline(shaders[step["shader"]], writes, bool(step["uniforms"]))
+            self.step_pipelines.append(self._pipelines[key])
+        self.weights = self._upload_weights(read_shard)
+        self._plans: dict[tuple, dict] = {}
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def _upload_weights(self, read_shard) -> dict[int, object]:
+        buffers, shards = {}, {}
+        for tid, t in enumerate(self.tensors):
+            if t["kind"] != "weight":
+                continue
+            nbytes = D.evaluate(_numel(t), {}) * 4
+            buf = self.device.create_buffer(nbytes, "storage")
+            for shard, offset, n, dst in t["chunks"]:
+                if shard not in shards:
+                    shards[shard] = read_shard(shard)
+                self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])
+            buffers[tid] = buf
+        return buffers
+
+    def get_inputs(self) -> list[IOInfo]:
+        return [self._io(io) for io in self.manifest["inputs"]]
+
+    def get_outputs(self) -> list[IOInfo]:
+        return [self._io(io) for io in self.manifest["outputs"]]
+
+    def _io(self, io: dict) -> IOInfo:
+        t = self.tensors[io["tensor"]]
+        return IOInfo(io["name"], t["dtype"], [d if isinstance(d, int) else D.json_text(d) for d in t["shape"]])
+
+    # -- binding feeds -----------------------------------------------------------------------------
+    def bind_feeds(self, feeds: dict) -> tuple[dict, dict[str, HostTensor]]:
+        names = {io["name"] for io in self.manifest["inputs"]}
+        for name in feeds:
+            if name not in names:
+                raise WebinferError(f"unknown input {name!r} (the model's inputs: {', '.join(sorted(names))})")
+        env: dict[str, int] = {}
+        host: dict[str, HostTensor] = {}
+        for io in self.manifest["inputs"]:
+            name, t = io["name"], self.tensors[io["tensor"]]
+            if name not in feeds:
+                raise WebinferError(f"missing feed for input {name!r}")
+            h = as_host(feeds[name], name)
+            if h.dtype != t["dtype"]:
+                raise WebinferError(f"input {name!r} expects {t['dtype']}, got {h.dtype}")
+            if len(h.shape) != len(t["shape"]):
+                raise WebinferError(f"input {name!r} expects rank {len(t['shape'])}, got shape {list(h.shape)}")
+            for axis, (want, got) in enumerate(zip(t["shape"], h.shape)):
+                if isinstance(want, str):
+                    if env.setdefault(want, got) != got:
+                        raise WebinferError(f"input {name!r} axis {axis}: dim {want!r} is {env[want]} elsewhere, "
+                                            f"got {got}")
+                elif isinstance(want, int) and want != got:
+                    raise WebinferError(f"input {name!r} expects shape {_shape_text(t['shape'])}, "
+                                        f"got {list(h.shape)}")
+            host[name] = h
+        for io in self.manifest["inputs"]:
+            t = self.tensors[io["tensor"]]
+            for axis, (want, got) in enumerate(zip(t["shape"], host[io["name"]].shape)):
+                if not isinstance(want, (int, str)) and D.evaluate(want, env) != got:
+                    raise WebinferError(f"input {io['name']!r} axis {axis}: expected {D.evaluate(want, env)}")
+        missing = [d for d in self.manifest.get("dims", []) if d not in env]
+        if missing:
+            raise WebinferError(f"dims {missing} are not bound by any input")
+        return env, host
+
+    # -- planning ----------------------------------------------------------------------------------
+    def plan(self, env: dict) -> dict:
+        key = tuple(sorted(env.items()))
+        if key in self._plans:
+            return self._plans[key]
+        if len(self._plans) >= _MAX_PLANS:
+            old = self._plans.pop(next(iter(self._plans)))
+            for buf in old["owned"]:
+                self.device.destroy_buffer(buf)
+        numel = [D.evaluate(_numel(t), env) for t in self.tensors]
+        buffers: dict[int, object] = dict(self.weights)
+        owned = []
+        for tid, t in enumerate(self.tensors):
+            if t["kind"] in ("input", "temp") and t.get("alias") is None:
+                nbytes = numel[tid] * 4
+                limit = self.device.limits.get("max-storage-buffer-binding-size", 1 << 27)
+                if nbytes > limit:
+                    raise WebinferError(f"a tensor of {nbytes} bytes exceeds this device's binding limit ({limit})")
+                buffers[tid] = self.device.create_buffer(nbytes, "storage")
+                owned.append(buffers[tid])
+        base = [self._base(tid) for tid in range(len(self.tensors))]
+        dispatches = []
+        for step, pipeline in zip(self.steps, self.step_pipelines):
+            grid = tuple(D.evaluate(g, env) for g in step["grid"])
+            if 0 in grid:
+                continue
+            if max(grid) > 65535:
+                raise WebinferError(f"kernel {step['label']} needs {max(grid)} workgroups at these dims")
+            entries = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
+            if step["uniforms"]:
+                values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
+                data = struct.pack("<" + "".join(_PACK[t] for _, t, _ in step["uniforms"]), *values)
+                data += b"\0" * ((-len(data)) % 16)
+                ubuf = self.device.create_buffer(len(data), "uniform")
+                self.device.write_buffer(ubuf, 0, data)
+                owned.append(ubuf)
+                entries.append((ubuf, 0, len(data)))
+            dispatches.append((pipeline, self.device.create_bind_group(pipeline, entries), grid))
+        readbacks = {}
+        for io in self.manifest["outputs"]:
+            tid = io["tensor"]
+            readbacks[io["name"]] = (self.device.create_buffer(max(4, numel[tid] * 4), "readback"), numel[tid])
+            owned.append(readbacks[io["name"]][0])
+        plan = {"buffers": buffers, "base": base, "numel": numel, "dispatches": dispatches,
+                "readbacks": readbacks, "owned": owned}
+        self._plans[key] = plan
+        return plan
+
+    def _base(self, tid: int) -> int:
+        while self.tensors[tid].get("alias") is not None:
+            tid = self.tensors[tid]["alias"]
+        return tid
+
+    # -- running -----------------------------------------------------------------------------------
+    async def run_async(self, output_names, feeds: dict) -> list[HostTensor]:
+        env, host = self.bind_feeds(feeds)
+        plan = self.plan(env)
+        outputs = {io["name"]: io for io in self.manifest["outputs"]}
+        names = list(output_names) if output_names else list(outputs)
+        for n in names:
+            if n not in outputs:
+                raise WebinferError(f"unknown output {n!r} (the model's outputs: {', '.join(outputs)})")
+        for io in self.manifest["inputs"]:
+            tid = io["tensor"]
+            data = to_gpu_bytes(host[io["name"]], io["name"])
+            if data:
+                self.device.write_buffer(plan["buffers"][tid], 0, data)
+        copies = []
+        for n in names:
+            tid = outputs[n]["tensor"]
+            buf, count = plan["readbacks"][n]
+            copies.append((plan["buffers"][plan["base"][tid]], 0, buf, 0, max(4, count * 4)))
+        self.device.submit(plan["dispatches"], copies)
+        results = []
+        for n in names:
+            tid = outputs[n]["tensor"]
+            buf, count = plan["readbacks"][n]
+            data = await self.device.read(buf, count * 4)
+            t = self.tensors[tid]
+            shape = [D.evaluate(d, env) for d in t["shape"]]
+            results.append(HostTensor(t["dtype"], shape, from_gpu_bytes(t["dtype"], data, count)))
+        return results
+
+
+def _numel(t: dict):
+    """The element count of a manifest tensor, as a serialised dim expression."""
+    shape = t["shape"]
+    if not shape:
+        return 1
+    return ["*", 1] + list(shape) if any(not isinstance(d, int) for d in shape) else _prod(shape)
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _shape_text(shape) -> str:
+    return "[" + ", ".join(str(d) if isinstance(d, (int, str)) else "?" for d in shape) + "]"
+
+
+def run_sync(coro):
+    """Drive a coroutine that never truly suspends (native reads are synchronous) without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("native run suspended unexpectedly")
+
+
+__all__ = ["SessionCore", "IOInfo", "run_sync", "DTYPES"]

@@ -1,0 +1,112 @@
+"""Host tensors and their conversion to and from GPU storage, with the standard library only.
+
+On the GPU every element is 32 bits (see ``dtypes``); here we widen and narrow with ``array`` and
+``struct``, refusing int64 values that do not fit the i32 they become.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+
+from ..dtypes import DTYPES, I32_MAX, I32_MIN
+from ..errors import WebinferError
+
+_NUMPY_FORMATS = {"f": "float32", "d": "float64", "e": "float16", "i": "int32", "l": "int64", "q": "int64",
+                  "b": "int8", "B": "uint8", "h": "int16", "H": "uint16", "I": "uint32", "L": "uint64",
+                  "Q": "uint64", "?": "bool"}
+
+
+class HostTensor:
+    """A tensor on the host when numpy is not available (Pyodide): dtype name, shape, raw bytes."""
+
+    def __init__(self, dtype: str, shape, data: bytes):
+        self.dtype, self.shape, self.data = dtype, tuple(int(d) for d in shape), bytes(data)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def tolist(self) -> list:
+        fmt = DTYPES[self.dtype].host_format
+        if fmt == "e":
+            return [v[0] for v in struct.iter_unpack("<e", self.data)]
+        if fmt == "?":
+            return [bool(b) for b in self.data]
+        return list(array(fmt, self.data))
+
+    def __repr__(self) -> str:
+        return f"HostTensor({self.dtype}, {list(self.shape)})"
+
+
+def as_host(value, name: str) -> HostTensor:
+    """Accept a numpy array (without importing numpy), a HostTensor, or a typed memoryview."""
+    if isinstance(value, HostTensor):
+        return value
+    if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "tobytes"):
+        dt = str(value.dtype)
+        if dt not in DTYPES:
+            raise WebinferError(f"feed {name!r}: element type {dt} is not supported")
+        return HostTensor(dt, value.shape, value.tobytes(order="C"))
+    if isinstance(value, memoryview):
+        fmt = value.format.lstrip("<=@")
+        if fmt not in _NUMPY_FORMATS:
+            raise WebinferError(f"feed {name!r}: memoryview format {value.format!r} is not supported")
+        return HostTensor(_NUMPY_FORMATS[fmt], value.shape or (), value.tobytes())
+    raise WebinferError(f"feed {name!r}: expected an array, got {type(value).__name__}")
+
+
+def to_gpu_bytes(t: HostTensor, name: str) -> bytes:
+    """Host bytes -> 32-bit GPU storage bytes."""
+    d = DTYPES[t.dtype]
+    fmt = d.host_format
+    if fmt in ("f", "i", "I"):
+        return t.data
+    if fmt == "e":
+        return array("f", [v[0] for v in struct.iter_unpack("<e", t.data)]).tobytes()
+    if fmt == "d":
+        return array("f", array("d", t.data)).tobytes()
+    if fmt == "?":
+        return array("I", array("B", t.data)).tobytes()
+    src = array(fmt, t.data)
+    if fmt in ("q", "Q") and len(src):
+        lo, hi = min(src), max(src)
+        if lo < I32_MIN or hi > I32_MAX:
+            raise WebinferError(
+                f"feed {name!r}: {t.dtype} value {hi if hi > I32_MAX else lo} is outside the int32 range "
+                "that int64 tensors have on the GPU"
+            )
+    return array("i" if d.storage == "i32" else "I", src).tobytes()
+
+
+def from_gpu_bytes(dtype: str, data: bytes, numel: int) -> bytes:
+    """32-bit GPU storage bytes -> host bytes of ``dtype``."""
+    d = DTYPES[dtype]
+    data = data[: numel * 4]
+    fmt = d.host_format
+    if fmt in ("f", "i", "I"):
+        return data
+    if fmt == "e":
+        vals = array("f", data)
+        return struct.pack(f"<{len(vals)}e", *[_to_half_range(v) for v in vals])
+    if fmt == "d":
+        return array("d", array("f", data)).tobytes()
+    if fmt == "?":
+        return bytes(1 if v else 0 for v in array("I", data))
+    src = array("i" if d.storage == "i32" else "I", data)
+    if fmt in ("B", "b", "H", "h"):
+        mask = (1 << (8 * d.host_size)) - 1
+        src = [v & mask for v in src]
+        if fmt in ("b", "h"):
+            half = 1 << (8 * d.host_size - 1)
+            src = [v - 2 * half if v >= half else v for v in src]
+    return array(fmt, src).tobytes()
+
+
+def _to_half_range(v: float) -> float:
+    if v != v or abs(v) <= 65504.0:
+        return v
+    return float("inf") if v > 0 else float("-inf")

@@ -69,6 +69,7 @@ class ArtifactWriter:
         return rel
 
     def write(self, manifest: dict) -> dict:
+        self._clear_target()
         os.makedirs(os.path.join(self.path, "shaders"), exist_ok=True)
         os.makedirs(os.path.join(self.path, "weights"), exist_ok=True)
         files = []
@@ -80,6 +81,18 @@ class ArtifactWriter:
         with open(os.path.join(self.path, "manifest.json"), "w") as f:
             json.dump(manifest, f, indent=1)
         return manifest
+
+    def _clear_target(self) -> None:
+        """Rebuilding over an old artifact replaces it; any other non-empty folder is left alone."""
+        if not os.path.isdir(self.path) or not os.listdir(self.path):
+            return
+        if not os.path.isfile(os.path.join(self.path, "manifest.json")):
+            raise WebinferError(f"{self.path} exists and is not a webinfer artifact; refusing to overwrite it")
+        import shutil
+
+        for sub in ("shaders", "weights", "assets"):
+            shutil.rmtree(os.path.join(self.path, sub), ignore_errors=True)
+        os.remove(os.path.join(self.path, "manifest.json"))
 
     def _write_file(self, rel: str, data: bytes) -> dict:
         if rel.startswith("assets/"):

@@ -18,12 +18,12 @@ from .graph.importer import import_model
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
-          input_values: dict | None = None, validate: bool = True) -> dict:
+          input_values: dict | None = None, validate: bool = True, progress: bool = False) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest."""
     t0 = time.perf_counter()
     ir_model = import_model(model)
     program = Lowerer(ir_model, target=target, dim_values=dims, input_values=input_values,
-                      validate=validate).run()
+                      validate=validate, progress=progress).run()
     manifest = write_artifact(program, out_dir)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import jinja2
@@ -65,6 +66,15 @@ def wgsl_literal(value, wgsl_type: str) -> str:
     if wgsl_type == "bool":
         return "true" if v else "false"
     raise ValueError(wgsl_type)
+
+
+_WG_VAR = re.compile(r"var<workgroup>\s*\w+\s*:\s*array<\s*(\w+)\s*,\s*(\d+)u?\s*>")
+_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "vec2f": 8, "vec4f": 16, "vec4<f32>": 16}
+
+
+def workgroup_bytes(wgsl: str) -> int:
+    """Workgroup memory a shader declares (arrays of scalars/vectors; checked against the target's limit)."""
+    return sum(_SIZES.get(t, 16) * int(n) for t, n in _WG_VAR.findall(wgsl))
 
 
 @dataclass

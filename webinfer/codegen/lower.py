@@ -135,7 +135,7 @@ class LowerContext:
 
 class Lowerer:
     def __init__(self, model: ir.Model, target: str = "webgpu", dim_values: dict | None = None,
-                 input_values: dict | None = None, validate: bool = True):
+                 input_values: dict | None = None, validate: bool = True, progress: bool = False):
         load_all()
         self.model = model
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
@@ -146,7 +146,7 @@ class Lowerer:
         self.input_values = input_values or {}
         self.validator = emit.ShaderValidator() if validate else None
         self.steps_of_node = 0
-        self._dim_counter = 0
+        self.progress = progress
 
     def tensor_of(self, v: ir.Value) -> Tensor:
         if v.name not in self.values:
@@ -190,7 +190,12 @@ class Lowerer:
             if v.const_value is None:
                 raise WebinferError(f"initializer {name!r} has no data")
             self.values[name] = self.constant(v.const_value.numpy())
-        for index, node in enumerate(g):
+        nodes = list(g)
+        if self.progress:
+            from tqdm import tqdm
+
+            nodes = tqdm(nodes, desc="lowering", unit="node", leave=False, dynamic_ncols=True)
+        for index, node in enumerate(nodes):
             self.lower_node(node, index)
         for v in g.outputs:
             t = self.materialize(self.tensor_of(v))
@@ -266,6 +271,9 @@ class Lowerer:
             if isinstance(g, int) and g > lim["max_workgroups"]:
                 raise WebinferError(f"internal error: {label} dispatches {g} workgroups in one dimension")
         wgsl, uniforms = emit.render(template, reads, writes, params, wg, **tctx)
+        if emit.workgroup_bytes(wgsl) > lim["max_workgroup_bytes"]:
+            raise WebinferError(f"internal error: {label} uses {emit.workgroup_bytes(wgsl)} bytes of workgroup "
+                                f"memory (limit {lim['max_workgroup_bytes']})")
         if self.validator:
             self.validator.validate(wgsl, label)
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,

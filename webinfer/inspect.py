@@ -1,0 +1,81 @@
+"""`webinfer inspect`: describe an ONNX model or an artifact as plain-text tables."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from . import dims as D
+from .errors import WebinferError
+
+
+def _table(rows, headers) -> str:
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def inspect_onnx(path: str) -> str:
+    import onnx
+
+    from .graph.importer import load_proto
+
+    model = load_proto(path)
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+
+    def shape_of(vi):
+        if not vi.type.tensor_type.HasField("shape"):
+            return "?"
+        dims = vi.type.tensor_type.shape.dim
+        return "[" + ", ".join(d.dim_param or str(d.dim_value) for d in dims) + "]"
+
+    def dtype_of(vi):
+        return onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).name
+
+    io = [("input", i.name, dtype_of(i), shape_of(i)) for i in g.input if i.name not in inits]
+    io += [("output", o.name, dtype_of(o), shape_of(o)) for o in g.output]
+    ops = Counter(n.op_type for n in g.node)
+    weight_bytes = sum(onnx.numpy_helper.to_array(t).nbytes for t in g.initializer) if g.initializer else 0
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "?")
+    out = [f"{os.path.basename(path)}: ONNX opset {opset}, {len(g.node)} nodes, {len(inits)} initializers "
+           f"({_mib(weight_bytes)})", "", _table(io, ["", "name", "dtype", "shape"]), "",
+           _table(sorted(ops.items(), key=lambda kv: -kv[1]), ["op", "count"])]
+    return "\n".join(out)
+
+
+def inspect_artifact(path: str) -> str:
+    from .artifact import Artifact
+
+    m = Artifact.load(path).manifest
+    tensors = m["tensors"]
+
+    def desc(io):
+        t = tensors[io["tensor"]]
+        return [io["name"], t["dtype"], "[" + ", ".join(D.json_text(d) for d in t["shape"]) + "]"]
+
+    io = [["input"] + desc(i) for i in m["inputs"]] + [["output"] + desc(o) for o in m["outputs"]]
+    kernels = Counter(s["label"] for s in m["steps"])
+    where = Counter(p["where"] for p in m.get("placement", []))
+    weight_bytes = sum(s["bytes"] for s in m["shards"])
+    out = [f"{os.path.basename(os.path.normpath(path))}: webinfer artifact v{m['version']} ({m.get('producer', '?')})",
+           f"kernels per run: {len(m['steps'])} ({len(m['shaders'])} distinct shaders); weights {_mib(weight_bytes)} "
+           f"in {len(m['shards'])} shard(s); symbolic dims: {', '.join(m.get('dims', [])) or 'none'}",
+           f"ONNX nodes: {len(m.get('placement', []))} ("
+           + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
+           "", _table(io, ["", "name", "dtype", "shape"]), "",
+           _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
+    return "\n".join(out)
+
+
+def inspect_path(path: str) -> str:
+    if os.path.isdir(path):
+        return inspect_artifact(path)
+    if os.path.isfile(path):
+        return inspect_onnx(path)
+    raise WebinferError(f"{path}: no such file or directory")

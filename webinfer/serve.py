@@ -1,0 +1,93 @@
+"""``webinfer serve DIR``: a static file server for webinfer's web pages, on 127.0.0.1 only.
+
+Browsers expose ``navigator.gpu`` only to secure contexts; ``http://127.0.0.1`` is one, and binding to the
+loopback address keeps the pages (and the artifact's weights) off the network. Standard library only.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+
+HOST = "127.0.0.1"
+
+# Python's mimetypes table depends on the machine (/etc/mime.types); these must be right everywhere:
+# WebAssembly.instantiateStreaming needs application/wasm, module scripts need a JavaScript type.
+MIME_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".wasm": "application/wasm",
+    ".wgsl": "text/plain; charset=utf-8",
+    ".py": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".zip": "application/zip",
+    ".whl": "application/zip",
+    ".bin": "application/octet-stream",
+    ".npy": "application/octet-stream",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+}
+
+# Pyodide's runtime files are large and versioned by the npm lock: let the browser keep them. Everything
+# else (pages, artifacts, our wheel) changes between builds, so it must be revalidated each time.
+_IMMUTABLE_DIRS = ("pyodide/",)
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """SimpleHTTPRequestHandler with fixed MIME types, cache headers and quiet logs."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+    quiet = True
+
+    def end_headers(self) -> None:
+        path = self.path.split("?", 1)[0].lstrip("/")
+        if path.startswith(_IMMUTABLE_DIRS):
+            self.send_header("Cache-Control", "public, max-age=86400")
+        else:
+            self.send_header("Cache-Control", "no-cache")
+        # Same-origin isolation: lets pages use SharedArrayBuffer/threads; harmless otherwise.
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        super().end_headers()
+
+    def log_message(self, format: str, *args) -> None:
+        if not self.quiet:
+            super().log_message(format, *args)
+
+
+def make_server(directory: str, port: int = 0, quiet: bool = True) -> http.server.ThreadingHTTPServer:
+    """A server for ``directory`` on 127.0.0.1 (port 0: a free one; read it from ``server.server_port``)."""
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{directory}: no such directory to serve")
+    handler = functools.partial(type("_Handler", (Handler,), {"quiet": quiet}), directory=os.path.abspath(directory))
+    server = http.server.ThreadingHTTPServer((HOST, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(directory: str, port: int = 0) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """Start a server on a daemon thread; returns it and its base URL. Stop with ``server.shutdown()``."""
+    server = make_server(directory, port)
+    threading.Thread(target=server.serve_forever, name="webinfer-serve", daemon=True).start()
+    return server, f"http://{HOST}:{server.server_port}/"
+
+
+def serve(directory: str, port: int = 8000) -> None:
+    """Serve ``directory`` on http://127.0.0.1:PORT/ until interrupted (``webinfer serve DIR --port N``)."""
+    server = make_server(directory, port, quiet=False)
+    print(f"serving {os.path.abspath(directory)} on http://{HOST}:{server.server_port}/ (Ctrl-C to stop)",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -12,6 +12,7 @@ import struct
 from .. import dims as D
 from ..dtypes import DTYPES
 from ..errors import WebinferError
+from .memory import lifetimes, plan_slots
 from .tensor import HostTensor, as_host, from_gpu_bytes, to_gpu_bytes
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
@@ -117,17 +118,8 @@ class SessionCore:
             for buf in old["owned"]:
                 self.device.destroy_buffer(buf)
         numel = [D.evaluate(_numel(t), env) for t in self.tensors]
-        buffers: dict[int, object] = dict(self.weights)
-        owned = []
-        for tid, t in enumerate(self.tensors):
-            if t["kind"] in ("input", "temp") and t.get("alias") is None:
-                nbytes = numel[tid] * 4
-                limit = self.device.limits.get("max-storage-buffer-binding-size", 1 << 27)
-                if nbytes > limit:
-                    raise WebinferError(f"a tensor of {nbytes} bytes exceeds this device's binding limit ({limit})")
-                buffers[tid] = self.device.create_buffer(nbytes, "storage")
-                owned.append(buffers[tid])
         base = [self._base(tid) for tid in range(len(self.tensors))]
+        buffers, owned = self._allocate(numel, base)
         dispatches = []
         for step, pipeline in zip(self.steps, self.step_pipelines):
             grid = tuple(D.evaluate(g, env) for g in step["grid"])
@@ -154,6 +146,28 @@ class SessionCore:
                 "readbacks": readbacks, "owned": owned}
         self._plans[key] = plan
         return plan
+
+    def memory_plan(self, numel: list[int], base: list[int]) -> tuple[dict[int, int], list[int], int]:
+        """Slots for inputs and intermediates: (tensor -> slot, slot bytes, naive bytes)."""
+        sizes = {tid: max(4, numel[tid] * 4) for tid, t in enumerate(self.tensors)
+                 if t["kind"] in ("input", "temp") and t.get("alias") is None}
+        live = lifetimes(len(self.tensors), self.steps, [io["tensor"] for io in self.manifest["inputs"]],
+                         [io["tensor"] for io in self.manifest["outputs"]], base)
+        slot_of, slot_sizes = plan_slots(sizes, live)
+        return slot_of, slot_sizes, sum(sizes.values())
+
+    def _allocate(self, numel: list[int], base: list[int]) -> tuple[dict, list]:
+        slot_of, slot_sizes, _ = self.memory_plan(numel, base)
+        limit = self.device.limits.get("max-storage-buffer-binding-size", 1 << 27)
+        for tid in slot_of:
+            if numel[tid] * 4 > limit:
+                raise WebinferError(f"a tensor of {numel[tid] * 4} bytes exceeds this device's binding limit "
+                                    f"({limit})")
+        slots = [self.device.create_buffer(size, "storage") for size in slot_sizes]
+        buffers: dict[int, object] = dict(self.weights)
+        buffers.update({tid: slots[slot] for tid, slot in slot_of.items()})
+        self.last_plan_bytes = sum(slot_sizes)
+        return buffers, list(slots)
 
     def _base(self, tid: int) -> int:
         while self.tensors[tid].get("alias") is not None:

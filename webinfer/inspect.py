@@ -49,8 +49,9 @@ def inspect_onnx(path: str) -> str:
     return "\n".join(out)
 
 
-def inspect_artifact(path: str) -> str:
+def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
     from .artifact import Artifact
+    from .report import build_report, report_table
 
     m = Artifact.load(path).manifest
     tensors = m["tensors"]
@@ -69,13 +70,14 @@ def inspect_artifact(path: str) -> str:
            f"ONNX nodes: {len(m.get('placement', []))} ("
            + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
            "", _table(io, ["", "name", "dtype", "shape"]), "",
+           report_table(build_report(m, dim_values)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
     return "\n".join(out)
 
 
-def inspect_path(path: str) -> str:
+def inspect_path(path: str, dim_values: dict | None = None) -> str:
     if os.path.isdir(path):
-        return inspect_artifact(path)
+        return inspect_artifact(path, dim_values)
     if os.path.isfile(path):
         return inspect_onnx(path)
     raise WebinferError(f"{path}: no such file or directory")

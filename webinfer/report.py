@@ -1,0 +1,58 @@
+"""The build report: ONNX nodes in, dispatches per run, planned vs naive activation memory, weights, passes.
+
+Symbolic dims are evaluated at the values given with ``--dim name=value`` (1 when not given, and said so).
+The planned figure comes from the same planner the runtime uses (``runtime/memory.py``).
+"""
+
+from __future__ import annotations
+
+from . import dims as D
+from .runtime.memory import lifetimes, plan_slots
+
+
+def _numel(shape, env) -> int:
+    n = 1
+    for d in shape:
+        n *= D.evaluate(d, env)
+    return n
+
+
+def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
+    env = {name: int((dim_values or {}).get(name, 1)) for name in manifest.get("dims", [])}
+    tensors = manifest["tensors"]
+    base = []
+    for tid in range(len(tensors)):
+        while tensors[tid].get("alias") is not None:
+            tid = tensors[tid]["alias"]
+        base.append(tid)
+    sizes = {tid: max(4, _numel(t["shape"], env) * 4) for tid, t in enumerate(tensors)
+             if t["kind"] in ("input", "temp") and t.get("alias") is None}
+    live = lifetimes(len(tensors), manifest["steps"], [io["tensor"] for io in manifest["inputs"]],
+                     [io["tensor"] for io in manifest["outputs"]], base)
+    _, slot_sizes = plan_slots(sizes, live)
+    return {
+        "nodes": len(manifest.get("placement", [])),
+        "kernels": len(manifest["steps"]),
+        "peak_bytes": sum(slot_sizes),
+        "naive_bytes": sum(sizes.values()),
+        "weight_bytes": sum(_numel(t["shape"], {}) * 4 for t in tensors if t["kind"] == "weight"),
+        "dims": env,
+        "passes": manifest.get("passes", []),
+    }
+
+
+def report_table(report: dict) -> str:
+    rows = [("ONNX nodes", report["nodes"]), ("kernels per run", report["kernels"]),
+            ("planned activation bytes", f"{report['peak_bytes']:,}"),
+            ("naive activation bytes", f"{report['naive_bytes']:,}"),
+            ("weight bytes", f"{report['weight_bytes']:,}"),
+            ("dims", ", ".join(f"{k}={v}" for k, v in report["dims"].items()) or "static")]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if report["passes"]:
+        lines.append("")
+        lines.append(f"{'pass'.ljust(24)}  nodes before  nodes after  seconds")
+        for p in report["passes"]:
+            lines.append(f"{p['name'][:24].ljust(24)}  {p['nodes_before']:>12}  {p['nodes_after']:>11}  "
+                         f"{p['seconds']:.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""Softmax family and normalizations against onnx.reference, on random and edge shapes, both kernel modes."""
+
+import numpy as np
+import pytest
+from oprefs import check_node
+
+from webinfer.codegen.kernels import reduce as R
+
+rng = np.random.default_rng(2)
+
+
+def f32(shape, lo=-3.0, hi=3.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 4, 5), -1), ((3, 4, 5), 1), ((3, 4, 5), 0), ((7,), 0), ((2, 1, 3), 1),
+                                        ((1, 1), -1), ((4, 6), -2)])
+def test_softmax_family(op, shape, axis):
+    x = f32(shape) if op != "Hardmax" else rng.integers(0, 3, size=shape).astype(np.float32)
+    _, _, _, gpu = check_node(op, {"x": x}, axis=axis, opset=13)
+    assert gpu
+
+
+def test_softmax_large_values_and_default_axis():
+    x = np.array([[1000, 1001, 1002], [-30, 0, 30]], np.float32)  # the reference underflows to -inf beyond
+    check_node("Softmax", {"x": x})
+    check_node("LogSoftmax", {"x": x})
+
+
+@pytest.mark.parametrize("mode", ["loop", "wg"])
+def test_softmax_long_rows(monkeypatch, mode):
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    for op in ["Softmax", "LogSoftmax", "Hardmax"]:
+        check_node(op, {"x": f32((3, 700))}, axis=-1)
+    check_node("LayerNormalization", {"x": f32((2, 600))}, initializers={"s": f32((600,)), "b": f32((600,))})
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 4), 1), ((2, 3, 4), -1), ((2, 3, 4), 0), ((5, 1), 1)])
+def test_layer_norm(shape, axis):
+    a = axis % len(shape)
+    scale, bias = f32(shape[a:]), f32(shape[a:])
+    check_node("LayerNormalization", {"x": f32(shape)}, n_outputs=3, initializers={"s": scale, "b": bias},
+               axis=axis, epsilon=1e-3, rtol=1e-4, atol=1e-4)
+    check_node("LayerNormalization", {"x": f32(shape), "s": scale}, axis=axis, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 4), 1), ((2, 3, 4), 0)])
+def test_rms_norm(shape, axis):
+    a = axis % len(shape)
+    check_node("RMSNormalization", {"x": f32(shape)}, initializers={"s": f32(shape[a:])}, axis=axis, opset=23,
+               epsilon=1e-4, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 4, 6), (3, 2)])
+def test_instance_norm(shape):
+    c = shape[1]
+    check_node("InstanceNormalization", {"x": f32(shape)}, initializers={"s": f32((c,)), "b": f32((c,))},
+               epsilon=1e-3, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 3, 4), 3), ((1, 4, 5), 2), ((2, 4, 3), 4), ((2, 4, 3), 1)])
+def test_group_norm(opset, shape, groups):
+    n = groups if opset == 18 else shape[1]
+    check_node("GroupNormalization", {"x": f32(shape)}, initializers={"s": f32((n,)), "b": f32((n,))},
+               num_groups=groups, epsilon=1e-3, opset=opset, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5), None), ((3, 4, 5), [1]), ((3, 4, 5), [0, -1])])
+def test_mvn(shape, axes):
+    attrs = {"axes": axes} if axes is not None else {}
+    check_node("MeanVarianceNormalization", {"x": f32(shape)}, rtol=1e-4, atol=1e-4, **attrs)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("shape,axis", [((3, 4), -1), ((3, 4, 5), 1), ((5,), 0)])
+def test_lp_norm(p, shape, axis):
+    # onnx.reference sums x (not |x|) for p=1, so p=1 is checked on positive data, where both agree.
+    x = f32(shape, 0.1, 2.0) if p == 1 else f32(shape)
+    check_node("LpNormalization", {"x": x}, p=p, axis=axis)

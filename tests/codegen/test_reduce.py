@@ -1,0 +1,86 @@
+"""Reductions and ArgMax/ArgMin against onnx.reference: axes as attribute and input, keepdims, negative and
+empty axes, size-1 dims, both kernel modes (loop per row and workgroup per row)."""
+
+import numpy as np
+import pytest
+from oprefs import check_node
+
+from webinfer.codegen.kernels import reduce as R
+
+rng = np.random.default_rng(1)
+OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+       "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+CASES = [((3, 4, 5), [1]), ((3, 4, 5), [0, 2]), ((3, 4, 5), [-1]), ((2, 1, 6), [1, 2]), ((4,), [0]),
+         ((2, 3, 4, 5), [1, 2]), ((5, 1), [0]), ((2, 3), None)]
+
+
+def f32(shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def _data(op, shape):
+    if op in ("ReduceLogSum", "ReduceProd"):
+        return f32(shape, 0.5, 1.5)
+    return f32(shape)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape,axes", CASES)
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_axes_input(op, shape, axes, keepdims):
+    x = _data(op, shape)
+    inits = {"axes": np.array(axes, np.int64)} if axes is not None else None
+    _, _, _, gpu = check_node(op, {"x": x}, initializers=inits, keepdims=keepdims)
+    assert gpu
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+def test_reduce_axes_attribute(op):
+    """Before opset 18 (13 for ReduceSum) axes is an attribute."""
+    x = _data(op, (3, 4, 5))
+    check_node(op, {"x": x}, opset=13, axes=[0, -1], keepdims=0)
+    check_node(op, {"x": x}, opset=17, keepdims=1)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceMean"])
+def test_reduce_int64(op):
+    x = rng.integers(-5, 6, size=(3, 4)).astype(np.int64)
+    check_node(op, {"x": x}, initializers={"axes": np.array([1], np.int64)})
+
+
+def test_reduce_bool_max_min():
+    x = rng.random((3, 4)) > 0.5
+    for op in ["ReduceMax", "ReduceMin"]:
+        check_node(op, {"x": x}, initializers={"axes": np.array([0], np.int64)}, opset=20)
+
+
+def test_noop_with_empty_axes():
+    x = f32((3, 4))
+    check_node("ReduceSum", {"x": x}, noop_with_empty_axes=1)
+    check_node("ReduceL2", {"x": x}, noop_with_empty_axes=1)
+    check_node("ReduceLogSumExp", {"x": x}, initializers={"axes": np.zeros((0,), np.int64)}, noop_with_empty_axes=0)
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 1000), [1]), ((3, 600, 2), [1]), ((1, 700), [0, 1]), ((4, 300), [1])])
+@pytest.mark.parametrize("mode", ["loop", "wg"])
+def test_long_rows_both_modes(monkeypatch, shape, axes, mode):
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    x = f32(shape)
+    for op in ["ReduceSum", "ReduceMax", "ReduceLogSumExp"]:
+        check_node(op, {"x": x}, initializers={"axes": np.array(axes, np.int64)}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg(op, axis, keepdims, last):
+    x = rng.integers(0, 4, size=(3, 4, 5)).astype(np.float32)  # ties, so select_last_index matters
+    check_node(op, {"x": x}, axis=axis, keepdims=keepdims, select_last_index=last)
+
+
+def test_arg_int_and_long_rows(monkeypatch):
+    check_node("ArgMax", {"x": rng.integers(-9, 9, size=(4, 6)).astype(np.int64)}, axis=1)
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
+    check_node("ArgMin", {"x": f32((3, 1000))}, axis=1)
+    check_node("ArgMax", {"x": rng.integers(0, 3, size=(2, 700)).astype(np.float32)}, axis=1, select_last_index=1)

@@ -15,16 +15,27 @@ from .dtypes import I32_MAX, I32_MIN
 from .dtypes import dtype as get_dtype
 from .errors import WebinferError
 from .graph.importer import import_model
+from .graph.optimize import optimize as optimize_graph
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
-          input_values: dict | None = None, validate: bool = True, progress: bool = False) -> dict:
-    """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest."""
+          input_values: dict | None = None, validate: bool = True, progress: bool = False,
+          optimize: bool = True, save_optimized: str | None = None) -> dict:
+    """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
+
+    ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
+    graph that is lowered as ONNX.
+    """
     t0 = time.perf_counter()
     ir_model = import_model(model)
+    passes = optimize_graph(ir_model) if optimize else []
+    if save_optimized:
+        import onnx_ir as ir
+
+        ir.save(ir_model, save_optimized)
     program = Lowerer(ir_model, target=target, dim_values=dims, input_values=input_values,
                       validate=validate, progress=progress).run()
-    manifest = write_artifact(program, out_dir)
+    manifest = write_artifact(program, out_dir, passes=passes)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 
@@ -39,7 +50,7 @@ def gpu_bytes(value: np.ndarray, what: str) -> bytes:
     return np.ascontiguousarray(value, dtype=np.int32 if storage == "i32" else np.uint32).tobytes()
 
 
-def write_artifact(program: Program, out_dir: str) -> dict:
+def write_artifact(program: Program, out_dir: str, passes: list | None = None) -> dict:
     writer = ArtifactWriter(out_dir)
     tensors = []
     for t in program.tensors:
@@ -69,5 +80,6 @@ def write_artifact(program: Program, out_dir: str) -> dict:
         "tensors": tensors,
         "steps": steps,
         "placement": program.placement,
+        "passes": passes or [],
     }
     return writer.write(manifest)

@@ -31,7 +31,8 @@ def cmd_build(args) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise WebinferError(f"{out} exists and is not a directory")
     t0 = time.perf_counter()
-    manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, progress=True)
+    manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, progress=True,
+                     optimize=not args.no_optimize, save_optimized=args.save_optimized)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
@@ -100,6 +101,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--dim", action="append", metavar="NAME=VALUE", help="fix a symbolic dim at build time")
     b.add_argument("--target", choices=["webgpu", "native"], default="webgpu",
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
+    b.add_argument("--no-optimize", action="store_true", help="skip the graph passes (fold, cancel, fuse)")
+    b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")
     b.set_defaults(fn=cmd_build)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")

@@ -1,0 +1,24 @@
+"""Graph passes on onnx-ir, run in place by ``graph/optimize.py`` before lowering.
+
+Each module has ``run(model) -> int`` (nodes removed or rewritten). Generic jobs come from the
+libraries that already do them well: constant folding from onnxscript's optimizer; dead code, common
+subexpressions and Identity nodes from onnx-ir's common passes. The pair cancellations, Conv+BN
+folding and MatMul+Add -> Gemm are ours, so their conditions (lossless casts, constant weights,
+broadcasting) are explicit and tested here.
+"""
+
+from __future__ import annotations
+
+from . import cancel, conv_bn, cse, dce, fold_constants, identity, matmul_gemm
+
+# Order matters a little: folding first exposes constants; identity/cse before the pair rules expose
+# adjacent pairs; dce last sweeps whatever the others left unused.
+PASSES = {
+    "fold_constants": fold_constants.run,
+    "identity": identity.run,
+    "cse": cse.run,
+    "cancel": cancel.run,
+    "conv_bn": conv_bn.run,
+    "matmul_gemm": matmul_gemm.run,
+    "dce": dce.run,
+}

@@ -79,3 +79,9 @@ def test_lp_norm(p, shape, axis):
     # onnx.reference sums x (not |x|) for p=1, so p=1 is checked on positive data, where both agree.
     x = f32(shape, 0.1, 2.0) if p == 1 else f32(shape)
     check_node("LpNormalization", {"x": x}, p=p, axis=axis)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_lrn(size):
+    # onnx.reference's LRN loops over the batch axis instead of channels, so batch == channels here.
+    check_node("LRN", {"x": f32((4, 4, 3, 2))}, size=size, alpha=0.01, beta=0.6, bias=1.5)

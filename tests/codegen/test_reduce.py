@@ -84,3 +84,27 @@ def test_arg_int_and_long_rows(monkeypatch):
     monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
     check_node("ArgMin", {"x": f32((3, 1000))}, axis=1)
     check_node("ArgMax", {"x": rng.integers(0, 3, size=(2, 700)).astype(np.float32)}, axis=1, select_last_index=1)
+
+
+@pytest.mark.parametrize("shape,axis", [((5,), 0), ((3, 4), 1), ((3, 4), -2), ((2, 3, 4), 1), ((1, 6), 0)])
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_cumsum(shape, axis, exclusive, reverse):
+    check_node("CumSum", {"x": f32(shape)}, initializers={"axis": np.array(axis, np.int64)},
+               exclusive=exclusive, reverse=reverse)
+
+
+def test_cumsum_int():
+    x = rng.integers(-9, 9, size=(3, 5)).astype(np.int32)
+    check_node("CumSum", {"x": x}, initializers={"axis": np.array(1, np.int32)}, reverse=1)
+
+
+@pytest.mark.parametrize("shape,axis,k", [((3, 10), -1, 3), ((3, 10), 0, 2), ((2, 5, 4), 1, 5), ((6,), 0, 1),
+                                          ((4, 1), 0, 4)])
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk(shape, axis, k, largest):
+    x = rng.integers(0, 5, size=shape).astype(np.float32)  # ties: lower index first
+    check_node("TopK", {"x": x}, n_outputs=2, initializers={"k": np.array([k], np.int64)}, axis=axis,
+               largest=largest)
+    check_node("TopK", {"x": rng.integers(-20, 20, size=shape).astype(np.int64)}, n_outputs=2,
+               initializers={"k": np.array([k], np.int64)}, axis=axis, largest=largest)

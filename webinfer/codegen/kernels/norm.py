@@ -145,3 +145,15 @@ def lower_lp_norm(ctx) -> None:
     norm = sum_stat("f32", "abs(v)") if p == 1 else sum_stat("f32", "v * v", "sqrt({a})")
     out = ctx.output(0, x.dtype, x.shape)
     row_kernel(ctx, x, [axis], [norm], (), (out, "select(v / s0, 0.0, s0 == 0.0)"))
+
+
+@lowering("LRN")
+def lower_lrn(ctx) -> None:
+    x = _float_input(ctx)
+    size = int(ctx.attr("size"))
+    out = ctx.output(0, x.dtype, x.shape)
+    params = {"n": out.numel, "S": D.product(x.shape[2:]), "C": x.shape[1], "c1": (size - 1) // 2,
+              "c2": size // 2 + 1}
+    ctx.dispatch("lrn.wgsl.j2", {"x": ctx.gpu(x)}, {"out": out}, work=out.numel, params=params,
+                 bias=literal(ctx.attr("bias", 1.0)), scale=literal(ctx.attr("alpha", 1e-4) / size),
+                 beta=literal(ctx.attr("beta", 0.75)))

@@ -197,3 +197,19 @@ def lower_arg(ctx) -> None:
 
 def literal(value: float) -> str:
     return wgsl_literal(value, "f32")
+
+
+# --- CumSum: the row kernel in scan mode (one invocation walks each row in order) -------------------
+
+@lowering("CumSum")
+def lower_cumsum(ctx) -> None:
+    x = ctx.inputs[0]
+    axis = ctx.host_ints(1)
+    if axis is None or not D.is_static(axis) or len(axis) != 1:
+        raise ctx.unsupported("axis must be a constant scalar")
+    axis = normalize_axis(axis[0], max(x.rank, 1))
+    t = compute_type(x.dtype)
+    out = ctx.output(0, x.dtype, x.shape)
+    scan = {"out": out, "type": t, "init": f"{t}(0)", "exclusive": bool(ctx.attr("exclusive", 0)),
+            "reverse": bool(ctx.attr("reverse", 0))}
+    row_kernel(ctx, x, [axis] if x.rank else [], [], scan=scan)

@@ -1,0 +1,35 @@
+"""TopK: one invocation per row selects the k best elements in order (``topk.wgsl.j2``)."""
+
+from __future__ import annotations
+
+from ... import dims as D
+from ..registry import lowering
+from .helpers import compute_type, contiguous_strides, normalize_axis
+from .reduce import _HIGHEST, _LOWEST
+
+
+@lowering("TopK")
+def lower_topk(ctx) -> None:
+    x = ctx.inputs[0]
+    k = ctx.host_ints(1) if ctx.opset >= 10 else [ctx.attr("k")]
+    if k is None or len(k) != 1:
+        raise ctx.unsupported("k must be known at build time")
+    k = k[0]
+    axis = normalize_axis(ctx.attr("axis", -1), x.rank)
+    t = compute_type(x.dtype)
+    if t == "bool":
+        raise ctx.unsupported("bool input")
+    shape = tuple(k if a == axis else d for a, d in enumerate(x.shape))
+    values = ctx.output(0, x.dtype, shape)
+    indices = ctx.output(1, "int64", shape)
+    xs, os_ = contiguous_strides(x.shape), contiguous_strides(shape)
+    params: dict = {"K": k, "n": x.shape[axis], "xs": xs[axis], "os": os_[axis]}
+    kept = [a for a in range(x.rank) if a != axis]
+    for i, a in enumerate(kept):
+        params[f"k{i}"], params[f"ks{i}"], params[f"os{i}"] = x.shape[a], xs[a], os_[a]
+    rows = D.product([x.shape[a] for a in kept])
+    params["rows"] = rows
+    largest = bool(ctx.attr("largest", 1))
+    ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices}, work=rows,
+                 params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
+                 cmp="<" if largest else ">", cmp_rev=">" if largest else "<")

@@ -3,6 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 WEBINFER := $(VENV)/bin/webinfer
+TESTS ?= tests
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 1800
 
@@ -14,10 +15,11 @@ setup:
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# All markers run (slow and browser included): -m "" clears any marker filter from addopts.
+# TESTS narrows the paths (default: all of tests/). All markers run (slow and browser included):
+# -m "" clears any marker filter that addopts may carry.
 # pytest's exit code 5 ("no tests collected") is a failure here, never a silent success.
 pytest: setup
-	@set +e; $(PY) -m pytest tests -m "" --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS); rc=$$?; \
+	@set +e; $(PY) -m pytest $(TESTS) -m "" --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint

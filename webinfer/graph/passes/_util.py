@@ -67,6 +67,8 @@ def replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> bool:
         if new.is_graph_input() or new.is_graph_output() or new.is_initializer():
             return False
         name = old.name
+        new.type = new.type or old.type  # a graph output must keep its declared type
+        new.shape = new.shape or old.shape
         old.replace_all_uses_with(new, replace_graph_outputs=True)
         old.name = None
         new.name = name

@@ -105,10 +105,12 @@ def reshape_reshape(graph: ir.Graph, node: ir.Node) -> bool:
     if shape is None:
         return False
     if int_attr(node, "allowzero", 0) == 0 and (shape == 0).any():
-        mid_dims = static_dims(mid)
-        if mid_dims is None or len(mid_dims) < len(shape):
+        mid_dims = mid.shape.dims if mid.shape is not None else ()
+        zeros = np.flatnonzero(shape == 0)
+        if zeros.max() >= len(mid_dims) or not all(isinstance(mid_dims[i], int) for i in zeros):
             return False
-        shape = np.where(shape == 0, np.array(mid_dims[: len(shape)], dtype=shape.dtype), shape)
+        shape = shape.copy()
+        shape[zeros] = [mid_dims[i] for i in zeros]
         node.replace_input_with(1, new_initializer(graph, shape, f"{out.name or 'reshape'}_shape"))
     return _rewire(graph, node, first)
 

@@ -69,3 +69,105 @@ def test_where_and_comparisons():
 def test_cast(src, dst):
     x = (rng.uniform(-5, 5, size=(3, 4)) * 3).astype(src)
     check_node("Cast", {"x": x}, to=dst)
+
+
+@pytest.mark.parametrize("op,lo,hi", [("Sin", -6, 6), ("Cos", -6, 6), ("Tan", -1.3, 1.3), ("Asin", -0.99, 0.99),
+                                      ("Acos", -0.99, 0.99), ("Atan", -5, 5), ("Sinh", -4, 4), ("Cosh", -4, 4),
+                                      ("Asinh", -5, 5), ("Acosh", 1.01, 6), ("Atanh", -0.95, 0.95),
+                                      ("Floor", -5, 5), ("Ceil", -5, 5), ("Sign", -3, 3), ("Softplus", -10, 10),
+                                      ("Softsign", -5, 5), ("Mish", -6, 6), ("Elu", -3, 3), ("Selu", -3, 3),
+                                      ("Celu", -3, 3), ("ThresholdedRelu", -3, 3), ("Shrink", -2, 2)])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (), (1,)])
+def test_unary_math(op, lo, hi, shape):
+    if op == "Softsign" and shape == ():
+        pytest.skip("onnx.reference's Softsign fails on 0-d arrays")
+    check_node(op, {"x": f32(shape, lo, hi)})
+
+
+def test_round_half_to_even():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51, 3.7], np.float32)
+    check_node("Round", {"x": x})
+    check_node("Sign", {"x": np.array([-4, 0, 7], np.int64)})
+    check_node("Sign", {"x": np.array([0, 3], np.uint8)})
+
+
+def test_activations_attributes_more():
+    x = f32((3, 5), -4, 4)
+    check_node("Elu", {"x": x}, alpha=0.5)
+    check_node("Celu", {"x": x}, alpha=2.0)
+    check_node("Selu", {"x": x}, alpha=1.2, gamma=0.8)
+    check_node("ThresholdedRelu", {"x": x}, alpha=0.7)
+    check_node("Shrink", {"x": x}, lambd=1.2, bias=0.3)
+    check_node("Swish", {"x": x}, opset=24, alpha=0.8)
+
+
+def test_prelu_broadcast():
+    x = f32((2, 3, 4, 5))
+    check_node("PRelu", {"x": x, "s": f32((3, 1, 1))})
+    check_node("PRelu", {"x": x, "s": f32((5,))})
+    check_node("PRelu", {"x": x}, initializers={"s": np.float32([0.25])})
+    check_node("PRelu", {"x": rng.integers(-5, 5, size=(3, 4)).astype(np.int32), "s": np.int32([2, 0, 1, 3])})
+
+
+def test_isnan_isinf():
+    x = np.array([1.0, np.nan, np.inf, -np.inf, 0.0, -3.0], np.float32)
+    check_node("IsNaN", {"x": x})
+    for pos, neg in [(1, 1), (1, 0), (0, 1), (0, 0)]:
+        check_node("IsInf", {"x": x}, detect_positive=pos, detect_negative=neg)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dt", [np.int64, np.int32, np.int8])
+def test_mod_int(fmod, dt):
+    a = rng.integers(-20, 20, size=(4, 6)).astype(dt)
+    b = rng.integers(-7, 7, size=(6,)).astype(dt)
+    b[b == 0] = 3
+    check_node("Mod", {"a": a, "b": b}, fmod=fmod)
+
+
+def test_mod_float_and_unsigned():
+    a, b = f32((3, 4), -10, 10), f32((4,), 0.5, 3)
+    b[1] = -b[1]
+    check_node("Mod", {"a": a, "b": b}, fmod=1)
+    check_node("Mod", {"a": rng.integers(0, 50, size=(5,)).astype(np.uint32),
+                       "b": np.array([3, 7, 1, 9, 4], np.uint32)})
+
+
+def test_int_div_truncates_and_by_zero():
+    a = np.array([7, -7, 7, -7, 5, 0], np.int64)
+    b = np.array([2, 2, -2, -2, 0, 3], np.int64)
+    check_node("Div", {"a": a, "b": b})
+    check_node("Div", {"a": np.array([7, 9], np.uint32), "b": np.array([2, 0], np.uint32)})
+
+
+def test_pow_mixed_types():
+    check_node("Pow", {"a": f32((3, 4), 0.2, 3), "b": np.array([2, 3, 0, 1], np.int64)})
+    check_node("Pow", {"a": rng.integers(-4, 5, size=(3, 4)).astype(np.int64), "b": np.array([2, 3, 0, 1], np.int64)})
+    check_node("Pow", {"a": rng.integers(1, 5, size=(2, 3)).astype(np.int32), "b": np.float32([0.5, 2.0, 1.5])})
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift(dt, direction):
+    a = rng.integers(0, 200, size=(3, 4)).astype(dt)
+    b = np.array([0, 1, 3, 7], dt)
+    check_node("BitShift", {"a": a, "b": b}, direction=direction)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.uint8, np.int8, np.uint16])
+def test_bitwise(dt):
+    info = np.iinfo(dt)
+    lo, hi = max(info.min, -1000), min(info.max, 1000)
+    a = rng.integers(lo, hi, size=(3, 4)).astype(dt)
+    b = rng.integers(lo, hi, size=(4,)).astype(dt)
+    for op in ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]:
+        check_node(op, {"a": a, "b": b})
+    check_node("BitwiseNot", {"a": a})
+
+
+def test_narrow_int_arithmetic_wraps():
+    a = np.array([200, 100, 255], np.uint8)
+    b = np.array([100, 200, 3], np.uint8)
+    check_node("Add", {"a": a, "b": b})
+    check_node("Mul", {"a": a, "b": b})
+    check_node("Sub", {"a": np.array([100, -100, 127], np.int8), "b": np.array([-100, 100, -1], np.int8)})

@@ -13,6 +13,7 @@ from ... import dims as D
 from ...dtypes import dtype as get_dtype
 from ..emit import wgsl_literal
 from ..registry import lowering
+from . import elementwise_ops
 from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides
 
 F = lambda v: wgsl_literal(v, "f32")  # noqa: E731
@@ -86,13 +87,17 @@ def _binop(sym: str):
 
 
 def _div(ctx, a, it, ot):
-    return f"({a[0]} / {a[1]})" if ot != "i32" else f"select(0i, {a[0]} / {a[1]}, {a[1]} != 0i)"
+    """Integer division truncates (WGSL and ONNX agree); by zero it is 0 as in the reference."""
+    return f"({a[0]} / {a[1]})" if ot == "f32" else f"select({ot}(0), {a[0]} / {a[1]}, {a[1]} != {ot}(0))"
 
 
 def _pow(ctx, a, it, ot):
+    """The result has the base's type; an integer base with a float exponent truncates (numpy astype)."""
     if ot == "f32":
         return f"pow_f({a[0]}, f32({a[1]}))"
-    return f"pow_i({a[0]}, i32({a[1]}))"
+    if compute_type(it[1]) == "f32":
+        return f"{ot}(trunc(pow_f(f32({a[0]}), {a[1]})))"
+    return f"{ot}(pow_i(i32({a[0]}), i32({a[1]})))"
 
 
 def _leaky(ctx, a, it, ot):
@@ -170,7 +175,10 @@ OPS = {
     "Min": (_variadic("min"), "same"),
     "Sum": (_variadic(""), "same"),
     "Mean": (_mean, "same"),
+    **elementwise_ops.OPS,
 }
+HELPERS.update(elementwise_ops.HELPERS)
+_WRAPPING = {"Add", "Sub", "Mul", "Neg", "Abs", "Sum", "Pow", "BitShift", "BitwiseNot"}
 
 
 def out_dtype(ctx, rule: str) -> str:
@@ -194,6 +202,9 @@ def lower_elementwise(ctx) -> None:
     if host_elementwise(ctx, dt, shape):
         return
     out = ctx.output(0, dt, shape)
+    if ctx.op in _WRAPPING and dt in ("uint8", "uint16", "int8", "int16"):
+        inner = build
+        build = lambda c, a, it, ot: elementwise_ops.narrow(inner(c, a, it, ot), dt)  # noqa: E731
     elementwise(ctx, build, [t for _, t in present], out, [i for i, _ in present])
 
 

@@ -1,0 +1,134 @@
+"""More of the elementwise op table: math, activations with attributes, integer and bitwise ops.
+
+Entries have the shape of ``elementwise.OPS``: ``op -> (builder(ctx, args, in_dtypes, out_type), rule)``.
+Integer semantics follow ONNX's reference (numpy): truncating Div, Mod by the sign of the divisor unless
+``fmod``, zero on division by zero.
+"""
+
+from __future__ import annotations
+
+from ..emit import wgsl_literal
+
+F = lambda v: wgsl_literal(v, "f32")  # noqa: E731
+
+HELPERS = {
+    "softplus_f": "fn softplus_f(x: f32) -> f32 { return max(x, 0.0) + log(1.0 + exp(-abs(x))); }",
+    "mod_i": """fn mod_i(a: i32, b: i32) -> i32 {
+  if (b == 0i) { return 0i; }
+  let r = a % b;
+  return select(r, r + b, r != 0i && ((r < 0i) != (b < 0i)));
+}""",
+    "fmod_i": "fn fmod_i(a: i32, b: i32) -> i32 { return select(0i, a % b, b != 0i); }",
+    "mod_u": "fn mod_u(a: u32, b: u32) -> u32 { return select(0u, a % b, b != 0u); }",
+    "fmod_f": """fn fmod_f(a: f32, b: f32) -> f32 {
+  if (b == 0.0 || abs(a) > 3.4e38) { return 0.0; }  // numpy gives NaN, which the reference maps to 0
+  return a - b * trunc(a / b);
+}""",
+    # lavapipe's asin/acos are off by up to 4e-4; atan2 of the exact legs is within 1e-6.
+    "asin_f": "fn asin_f(x: f32) -> f32 { return atan2(x, sqrt((1.0 - x) * (1.0 + x))); }",
+    "acos_f": "fn acos_f(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }",
+    "is_nan": "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
+}
+
+_MASK = {"uint8": "0xffu", "uint16": "0xffffu"}
+
+
+def narrow(expr: str, dtype: str) -> str:
+    """Wrap an integer result to its ONNX width (values live widened to 32 bits on the GPU)."""
+    if dtype in _MASK:
+        return f"({expr} & {_MASK[dtype]})"
+    if dtype == "int8":
+        return f"((({expr} & 0xff) ^ 0x80) - 0x80)"
+    if dtype == "int16":
+        return f"((({expr} & 0xffff) ^ 0x8000) - 0x8000)"
+    return expr
+
+
+def _fmt(fmt: str):
+    return lambda ctx, a, it, ot: fmt.format(*a, t=ot)
+
+
+def _attr_fmt(fmt: str, **defaults):
+    """A float expression with attributes as literals: ``fmt`` names them ({alpha}, ...) and the args {0}."""
+
+    def build(ctx, a, it, ot):
+        return fmt.format(*a, **{k: F(ctx.attr(k, v)) for k, v in defaults.items()})
+
+    return build
+
+
+def _sign(ctx, a, it, ot):
+    return f"select(0u, 1u, {a[0]} > 0u)" if ot == "u32" else f"sign({a[0]})"
+
+
+def _is_inf(ctx, a, it, ot):
+    x = a[0]
+    inf = f"((bitcast<u32>({x}) & 0x7fffffffu) == 0x7f800000u)"
+    pos, neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
+    if pos and neg:
+        return inf
+    if pos:
+        return f"({inf} && {x} > 0.0)"
+    if neg:
+        return f"({inf} && {x} < 0.0)"
+    return "false"
+
+
+def _mod(ctx, a, it, ot):
+    if ot == "f32":
+        return f"fmod_f({a[0]}, {a[1]})"
+    if ot == "u32":
+        return f"mod_u({a[0]}, {a[1]})"
+    return f"{'fmod_i' if ctx.attr('fmod', 0) else 'mod_i'}({a[0]}, {a[1]})"
+
+
+def _bitshift(ctx, a, it, ot):
+    op = "<<" if ctx.attr("direction") == "LEFT" else ">>"
+    return f"select(0u, {a[0]} {op} {a[1]}, {a[1]} < 32u)"
+
+
+def _shrink(ctx, a, it, ot):
+    x, lam, bias = a[0], float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    if ot != "f32":
+        lam_s, bias_s = f"{ot}({F(lam)})", f"{ot}({F(bias)})"
+        return f"select(select({ot}(0), {x} + {bias_s}, f32({x}) < {F(-lam)}), {x} - {bias_s}, f32({x}) > {F(lam)})"
+    lam_s, bias_s = F(lam), F(bias)
+    return f"select(select(0.0, {x} + {bias_s}, {x} < -{lam_s}), {x} - {bias_s}, {x} > {lam_s})"
+
+
+def _prelu(ctx, a, it, ot):
+    return f"select({a[1]} * {a[0]}, {a[0]}, {a[0]} >= {ot}(0))"
+
+
+def _bitwise_not(ctx, a, it, ot):
+    return f"(~{a[0]})"
+
+
+SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+OPS = {
+    **{op: (_fmt(f"{fn}({{0}})"), "same") for op, fn in [
+        ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin_f"), ("Acos", "acos_f"), ("Atan", "atan"),
+        ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
+        ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "round")]},
+    "Sign": (_sign, "same"),
+    "Softplus": (_fmt("softplus_f({0})"), "same"),
+    "Softsign": (_fmt("({0} / (1.0 + abs({0})))"), "same"),
+    "Mish": (_fmt("({0} * tanh_f(softplus_f({0})))"), "same"),
+    "Elu": (_attr_fmt("select({alpha} * (exp({0}) - 1.0), {0}, {0} >= 0.0)", alpha=1.0), "same"),
+    "Celu": (_attr_fmt("(max({0}, 0.0) + min(0.0, {alpha} * (exp({0} / {alpha}) - 1.0)))", alpha=1.0), "same"),
+    "Selu": (_attr_fmt("({gamma} * select({alpha} * exp({0}) - {alpha}, {0}, {0} > 0.0))",
+                       alpha=SELU_ALPHA, gamma=SELU_GAMMA), "same"),
+    "ThresholdedRelu": (_attr_fmt("select(0.0, {0}, {0} > {alpha})", alpha=1.0), "same"),
+    "Swish": (_attr_fmt("({0} * sigmoid_f({alpha} * {0}))", alpha=1.0), "same"),
+    "Shrink": (_shrink, "same"),
+    "PRelu": (_prelu, "same"),
+    "IsNaN": (_fmt("is_nan({0})"), "bool"),
+    "IsInf": (_is_inf, "bool"),
+    "Mod": (_mod, "same"),
+    "BitShift": (_bitshift, "same"),
+    "BitwiseAnd": (_fmt("({0} & {1})"), "same"),
+    "BitwiseOr": (_fmt("({0} | {1})"), "same"),
+    "BitwiseXor": (_fmt("({0} ^ {1})"), "same"),
+    "BitwiseNot": (_bitwise_not, "same"),
+}

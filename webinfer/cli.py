@@ -37,6 +37,16 @@ def cmd_build(args) -> int:
     print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
           f"{time.perf_counter() - t0:.1f} s")
+    if args.report:
+        import json
+
+        from .report import build_report, report_table
+
+        report = build_report(manifest, _parse_dims(args.dim))
+        with open(args.report, "w") as f:
+            json.dump(report, f, indent=1)
+        print(report_table(report))
+        print(f"wrote {args.report}")
     return 0
 
 
@@ -79,7 +89,7 @@ def cmd_run(args) -> int:
 def cmd_inspect(args) -> int:
     from .inspect import inspect_path
 
-    print(inspect_path(args.path))
+    print(inspect_path(args.path, _parse_dims(args.dim)))
     return 0
 
 
@@ -103,6 +113,8 @@ def parser() -> argparse.ArgumentParser:
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
     b.add_argument("--no-optimize", action="store_true", help="skip the graph passes (fold, cancel, fuse)")
     b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")
+    b.add_argument("--report", metavar="REPORT.json",
+                   help="write nodes, kernels, planned/naive activation bytes, weight bytes and passes")
     b.set_defaults(fn=cmd_build)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")
@@ -111,6 +123,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
     i = sub.add_parser("inspect", help="describe a model.onnx or an artifact")
     i.add_argument("path")
+    i.add_argument("--dim", action="append", metavar="NAME=VALUE", help="evaluate symbolic dims at this value")
     i.set_defaults(fn=cmd_inspect)
     s = sub.add_parser("serve", help="serve a static site on 127.0.0.1")
     s.add_argument("directory")

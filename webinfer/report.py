@@ -31,7 +31,9 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
                      [io["tensor"] for io in manifest["outputs"]], base)
     _, slot_sizes = plan_slots(sizes, live)
     return {
-        "nodes": len(manifest.get("placement", [])),
+        # ONNX nodes in: before the graph passes when they ran.
+        "nodes": (manifest["passes"][0]["nodes_before"] if manifest.get("passes")
+                  else len(manifest.get("placement", []))),
         "kernels": len(manifest["steps"]),
         "peak_bytes": sum(slot_sizes),
         "naive_bytes": sum(sizes.values()),

@@ -1,0 +1,84 @@
+"""Conv, BatchNormalization (and the integer convs) against onnx.reference."""
+
+import numpy as np
+import pytest
+from onnx import helper
+from oprefs import ATOL, RTOL, check_node, make_model
+
+from webinfer.backend import WebinferRep
+
+rng = np.random.default_rng(2)
+
+
+def f32(shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+CONV2D = [
+    # x shape, w shape, attributes
+    ((1, 3, 7, 9), (4, 3, 3, 3), {}),
+    ((2, 3, 8, 8), (5, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 4, 9, 7), (6, 2, 3, 2), {"group": 2, "pads": [1, 0, 2, 1]}),
+    ((2, 6, 10, 11), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((1, 3, 11, 10), (4, 3, 3, 3), {"dilations": [2, 3], "pads": [2, 2, 1, 1]}),
+    ((1, 2, 9, 8), (3, 2, 4, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 3]}),
+    ((1, 2, 9, 8), (3, 2, 4, 3), {"auto_pad": "SAME_LOWER", "strides": [2, 1]}),
+    ((3, 8, 5, 5), (16, 8, 1, 1), {}),
+    ((1, 1, 1, 1), (1, 1, 1, 1), {}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV2D)
+def test_conv2d(xs, ws, attrs, bias):
+    inits = {"w": f32(ws)}
+    if bias:
+        inits["b"] = f32((ws[0],))
+    _, _, _, gpu = check_node("Conv", {"x": f32(xs)}, initializers=inits, **attrs)
+    assert gpu
+
+
+def test_conv_weight_as_input():
+    check_node("Conv", {"x": f32((2, 4, 6, 5)), "w": f32((6, 2, 3, 3)), "b": f32((6,))}, group=2, pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 3, 17), (4, 3, 5), {"pads": [2, 1], "strides": [2]}),
+    ((1, 4, 9), (4, 1, 3), {"group": 4, "dilations": [2]}),
+    ((1, 2, 5, 6, 7), (3, 2, 3, 2, 3), {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 2]}),
+    ((1, 4, 4, 5, 3), (4, 2, 2, 2, 2), {"group": 2, "auto_pad": "SAME_UPPER"}),
+])
+def test_conv_1d_3d(xs, ws, attrs):
+    check_node("Conv", {"x": f32(xs)}, initializers={"w": f32(ws), "b": f32((ws[0],))}, **attrs)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 4), (2, 3, 2, 2, 3)])
+def test_batchnorm_constant_weights(shape):
+    c = shape[1]
+    inits = {"s": f32((c,)), "b": f32((c,)), "m": f32((c,)), "v": f32((c,), 0.5, 2.0)}
+    _, _, _, gpu = check_node("BatchNormalization", {"x": f32(shape)}, initializers=inits, epsilon=1e-3)
+    assert gpu
+
+
+def test_batchnorm_runtime_weights():
+    c = 3
+    feeds = {"x": f32((2, c, 4, 5)), "s": f32((c,)), "b": f32((c,)), "m": f32((c,)), "v": f32((c,), 0.5, 2.0)}
+    check_node("BatchNormalization", feeds)
+
+
+def check_ort(op: str, feeds: dict, initializers: dict, **attrs):
+    """Against onnxruntime, where onnx.reference is wrong (its Conv treats auto_pad=VALID as SAME)."""
+    import onnxruntime as ort
+
+    model = make_model([helper.make_node(op, list(feeds) + list(initializers), ["y"], **attrs)], feeds, ["y"],
+                       initializers)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (ref,) = sess.run(None, feeds)
+    (got,) = WebinferRep(model).run(feeds)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("xs,ws,strides", [((1, 2, 9, 8), (3, 2, 4, 3), [2, 2]), ((2, 3, 7), (2, 3, 2), [3])])
+def test_conv_valid(xs, ws, strides):
+    check_ort("Conv", {"x": f32(xs)}, {"w": f32(ws)}, auto_pad="VALID", strides=strides)

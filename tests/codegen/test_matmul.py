@@ -1,0 +1,76 @@
+"""MatMul, Gemm (and the integer matmuls) against onnx.reference on random and edge shapes."""
+
+import numpy as np
+import pytest
+from oprefs import check_node
+
+rng = np.random.default_rng(1)
+
+
+def f32(shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+MATMUL_SHAPES = [
+    ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
+    ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),
+    ((4, 1, 2, 8), (4, 8, 3)), ((2, 3, 1, 5), (1, 5, 1)), ((65, 70), (70, 67)),
+]
+
+
+@pytest.mark.parametrize("sa,sb", MATMUL_SHAPES)
+def test_matmul(sa, sb):
+    _, _, _, gpu = check_node("MatMul", {"a": f32(sa), "b": f32(sb)})
+    assert gpu
+
+
+def test_matmul_constant_weight():
+    check_node("MatMul", {"a": f32((2, 3, 10))}, initializers={"w": f32((10, 6))})
+
+
+@pytest.mark.parametrize("ta", [0, 1])
+@pytest.mark.parametrize("tb", [0, 1])
+@pytest.mark.parametrize("cshape", [None, (5,), (1, 5), (3, 1), (3, 5), ()])
+def test_gemm(ta, tb, cshape):
+    m, k, n = 3, 7, 5
+    feeds = {"a": f32((k, m) if ta else (m, k)), "b": f32((n, k) if tb else (k, n))}
+    if cshape is not None:
+        feeds["c"] = f32(cshape)
+    check_node("Gemm", feeds, transA=ta, transB=tb, alpha=0.7, beta=1.3)
+
+
+def test_gemm_constant_weight_transposed():
+    check_node("Gemm", {"a": f32((9, 20))}, initializers={"w": f32((11, 20)), "c": f32((11,))}, transB=1)
+    check_node("Gemm", {"a": f32((1, 6))}, initializers={"w": f32((6, 4))})
+
+
+@pytest.mark.parametrize("tiling", ["software", "shared"])
+@pytest.mark.parametrize("sa,sb", [((65, 70), (70, 67)), ((2, 3, 17), (2, 17, 5)), ((1, 33), (33, 1))])
+def test_matmul_tilings(monkeypatch, tiling, sa, sb):
+    from webinfer.codegen.kernels import matmul
+
+    monkeypatch.setattr(matmul, "DEFAULT_TILING", tiling)
+    check_node("MatMul", {"a": f32(sa), "b": f32(sb)})
+    check_node("Gemm", {"a": f32((sa[-1], 9))}, initializers={"w": f32((10, sa[-1]))}, transA=1, transB=1)
+
+
+def test_matmul_symbolic_dims(tmp_path):
+    """Built once with symbolic batch/seq, run at two sequence lengths, compared with numpy."""
+    import onnx
+    from onnx import helper
+
+    from webinfer import InferenceSession
+    from webinfer.build import build
+
+    w = f32((64, 32))
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "sym",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", "seq", 32])],
+        [onnx.numpy_helper.from_array(w, "w")])
+    build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path))
+    sess = InferenceSession(str(tmp_path))
+    for batch, seq in [(2, 5), (1, 37)]:
+        x = f32((batch, seq, 64))
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-5)

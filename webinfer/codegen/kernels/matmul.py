@@ -1,0 +1,183 @@
+"""MatMul, Gemm and the integer/quantized matmuls: one strided, register-blocked matmul kernel.
+
+Every variant is ``out[b, m, n] = epilogue(sum_k A(b, m, k) * B(b, k, n))`` where A and B are read through
+strides (so transposes and batch broadcasting cost nothing) and the epilogue adds Gemm's ``alpha``/``beta*C``
+or the quantized rescale. How the output is tiled is a :class:`Tiling`, chosen per target: software GPUs
+(lavapipe, SwiftShader) are fastest with many outputs per invocation and no workgroup memory; real GPUs
+prefer workgroup-shared tiles (``shared=True``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import dims as D
+from ...errors import WebinferError
+from ..emit import wgsl_literal
+from ..registry import lowering
+from .helpers import broadcast_shapes, broadcast_strides, compute_type
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Outputs per invocation (tm x tn) and the workgroup shape (wx x wy invocations).
+
+    ``shared``: stage tiles of A and B in workgroup memory (good on real GPUs, slow on software ones).
+    """
+
+    tm: int = 4
+    tn: int = 4
+    wx: int = 8
+    wy: int = 8
+    shared: bool = False
+
+
+SOFTWARE_TILING = Tiling(tm=8, tn=8, wx=8, wy=8)
+SHARED_TILING = Tiling(tm=4, tn=4, wx=16, wy=16, shared=True)
+TILINGS = {"software": SOFTWARE_TILING, "shared": SHARED_TILING}
+# Chosen per target (a future adapter probe may set it); software GPUs are what we build for today.
+DEFAULT_TILING = "software"
+
+
+def choose_tiling(m, n, name: str | None = None) -> Tiling:
+    """The target's tiling, shrunk for small or skinny products so that few computed outputs are wasted."""
+    t = TILINGS[name or DEFAULT_TILING]
+    if t.shared:
+        return t
+    tm, tn, wx, wy = t.tm, t.tn, t.wx, t.wy
+    if isinstance(m, int):
+        tm = min(tm, _pow2ceil(m))
+        while wy > 1 and tm * wy >= 2 * m:
+            wy, wx = wy // 2, wx * 2
+    if isinstance(n, int):
+        tn = min(tn, _pow2ceil(n))
+        while wx > 1 and tn * wx >= 2 * n:
+            wx //= 2
+    return Tiling(tm, tn, wx, wy)
+
+
+def _pow2ceil(v: int) -> int:
+    p = 1
+    while p < v:
+        p *= 2
+    return p
+
+
+@dataclass
+class Operand:
+    """A matrix operand read through strides: element (b, r, c) at ``off(b) + r*sr + c*sc``."""
+
+    tensor: object
+    sr: D.Dim
+    sc: D.Dim
+    batch_shape: tuple = ()
+    batch_stride: D.Dim = 0  # elements per matrix
+
+
+def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta=0.0, epilogue=None,
+           extra_reads=None, extra_params=None, acc_type: str | None = None) -> None:
+    """Emit ``out[batch, m, n] = alpha * A @ B (+ beta * C)``; ``out`` is contiguous [batch..., m, n].
+
+    ``c``: (tensor, stride_m, stride_n) broadcast over the output, or None. ``epilogue``: a WGSL expression
+    over ``acc``, ``row``, ``col`` (and the extra reads) replacing the alpha/beta epilogue.
+    """
+    out_batch = broadcast_shapes([a.batch_shape, b.batch_shape])
+    nb = D.product(out_batch)
+    params: dict = {"M": m, "N": n, "K": k, "MN": D.mul(m, n), "sam": a.sr, "sak": a.sc, "sbk": b.sr, "sbn": b.sc}
+    brank = len(out_batch)
+    for d, dim in enumerate(out_batch):
+        params[f"bd{d}"] = dim
+    for name, op in (("sa", a), ("sb", b)):
+        for d, s in enumerate(broadcast_strides(op.batch_shape, out_batch)):
+            params[f"{name}{d}"] = D.mul(s, op.batch_stride)
+    reads = {"a": ctx.gpu(a.tensor), "b": ctx.gpu(b.tensor)}
+    ct = acc_type or compute_type(out.dtype)
+    if c is not None:
+        reads["c"] = ctx.gpu(c[0])
+        params.update({"scm": c[1], "scn": c[2]})
+    reads.update(extra_reads or {})
+    params.update(extra_params or {})
+    if epilogue is None:
+        epilogue = _gemm_epilogue(ct, alpha, beta if c is not None else 0.0, c is not None)
+    t = choose_tiling(m, n)
+    grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
+    if isinstance(nb, int) and nb > 65535:
+        raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
+    ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
+                 brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
+                 epilogue=epilogue, has_c=c is not None)
+
+
+def _gemm_epilogue(ct: str, alpha: float, beta: float, has_c: bool) -> str:
+    expr = "acc" if alpha == 1.0 else f"{wgsl_literal(alpha, ct)} * acc"
+    if has_c and beta != 0.0:
+        cv = "cval(row, col)"
+        expr += f" + {cv}" if beta == 1.0 else f" + {wgsl_literal(beta, ct)} * {cv}"
+    return expr
+
+
+def matrix_shape(shape):
+    """Split a matmul operand's shape into (batch dims, rows, cols)."""
+    return tuple(shape[:-2]), shape[-2], shape[-1]
+
+
+@lowering("MatMul")
+def lower_matmul(ctx) -> None:
+    a, b = ctx.inputs[0], ctx.inputs[1]
+    if a.rank == 0 or b.rank == 0:
+        raise ctx.unsupported("MatMul of a scalar")
+    out_dtype = a.dtype
+    lower_matmul_like(ctx, a, b, out_dtype)
+
+
+def lower_matmul_like(ctx, a, b, out_dtype: str, **kw) -> None:
+    """numpy.matmul semantics: 1-D operands gain (and lose) a unit dim; batch dims broadcast."""
+    a_shape = (1,) + tuple(a.shape) if a.rank == 1 else tuple(a.shape)
+    b_shape = tuple(b.shape) + (1,) if b.rank == 1 else tuple(b.shape)
+    ab, m, k = matrix_shape(a_shape)
+    bb, k2, n = matrix_shape(b_shape)
+    if isinstance(k, int) and isinstance(k2, int) and k != k2:
+        raise WebinferError(f"MatMul {ctx.describe()}: inner dims {k} and {k2} differ")
+    batch = broadcast_shapes([ab, bb])
+    out_shape = tuple(batch) + ((m,) if a.rank > 1 else ()) + ((n,) if b.rank > 1 else ())
+    out = ctx.output(0, out_dtype, out_shape)
+    if D.product(bb) == 1 and ab:
+        # B is one matrix: fold A's batch into its rows (one big product, better tiles).
+        m_all = D.mul(D.product(ab), m)
+        matmul(ctx, Operand(a, k, 1), Operand(b, n, 1), out, m_all, n, k, **kw)
+        return
+    opa = Operand(a, k, 1, ab, D.mul(m, k))
+    opb = Operand(b, n, 1, bb, D.mul(k, n))
+    matmul(ctx, opa, opb, out, m, n, k, **kw)
+
+
+@lowering("Gemm")
+def lower_gemm(ctx) -> None:
+    a, b = ctx.inputs[0], ctx.inputs[1]
+    ta, tb = int(ctx.attr("transA", 0)), int(ctx.attr("transB", 0))
+    if a.rank != 2 or b.rank != 2:
+        raise ctx.unsupported("Gemm operands must be matrices")
+    m, k = (a.shape[1], a.shape[0]) if ta else (a.shape[0], a.shape[1])
+    n = b.shape[0] if tb else b.shape[1]
+    opa = Operand(a, 1, m) if ta else Operand(a, k, 1)
+    if b.value is not None and tb:
+        b = _weight(ctx, np.ascontiguousarray(b.value.T))  # a constant: store it K x N
+        tb = 0
+    opb = Operand(b, 1, k) if tb else Operand(b, n, 1)
+    out = ctx.output(0, a.dtype, (m, n))
+    c = None
+    if ctx.has_input(2):
+        ct = ctx.inputs[2]
+        if ct.rank > 2:
+            raise ctx.unsupported("Gemm's C has rank > 2")
+        strides = broadcast_strides(ct.shape, (m, n))
+        c = (ct, strides[0], strides[1])
+    matmul(ctx, opa, opb, out, m, n, k, alpha=float(ctx.attr("alpha", 1.0)), c=c,
+           beta=float(ctx.attr("beta", 1.0)))
+
+
+def _weight(ctx, value: np.ndarray):
+    """A pre-transformed constant (a weight laid out for the kernel at build time)."""
+    return ctx._l.constant(np.ascontiguousarray(value))

@@ -1,0 +1,79 @@
+"""MaxPool (with Indices), AveragePool, LpPool and their Global forms, over 1-3 spatial dims.
+
+One invocation per output element walks its window. The window geometry (pads, auto_pad, ceil_mode,
+dilations) is shared with Conv (``conv.window``).
+"""
+
+from __future__ import annotations
+
+from ... import dims as D
+from ..registry import lowering
+from .conv import Window, window, window_params
+from .helpers import compute_type
+
+_INIT = {"f32": "bitcast<f32>(0xff800000u)", "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
+
+
+def pool(ctx, mode: str, win: Window, *, include_pad: bool = False, p: int = 2) -> None:
+    x = ctx.inputs[0]
+    r = x.rank - 2
+    if r < 1 or r > 3:
+        raise ctx.unsupported(f"pooling over {r} spatial dims")
+    in_sp = list(x.shape[2:])
+    out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + tuple(win.out))
+    writes = {"out": out}
+    indices = mode == "max" and len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1].name)
+    if indices:
+        writes["idx"] = ctx.output(1, "int64", out.shape)
+    storage_order = int(ctx.attr("storage_order", 0))
+    params = {"total": out.numel, "P": D.product(win.out), "isp": D.product(in_sp), **window_params(win, in_sp)}
+    ct = compute_type(x.dtype)
+    ctx.dispatch("pool.wgsl.j2", {"x": ctx.gpu(x)}, writes, work=out.numel, params=params, rank=r, mode=mode,
+                 ct=ct, init=_INIT[ct] if mode == "max" else f"{ct}(0)", include_pad=include_pad, lp=int(p),
+                 indices=indices, col_major=storage_order == 1)
+
+
+def _kernel(ctx):
+    k = ctx.attr("kernel_shape")
+    if k is None:
+        raise ctx.unsupported("kernel_shape is required")
+    return [int(v) for v in k]
+
+
+@lowering("MaxPool")
+def lower_maxpool(ctx) -> None:
+    win = window(ctx, list(ctx.inputs[0].shape[2:]), _kernel(ctx), bool(ctx.attr("ceil_mode", 0)))
+    pool(ctx, "max", win)
+
+
+@lowering("AveragePool")
+def lower_averagepool(ctx) -> None:
+    win = window(ctx, list(ctx.inputs[0].shape[2:]), _kernel(ctx), bool(ctx.attr("ceil_mode", 0)))
+    pool(ctx, "avg", win, include_pad=bool(ctx.attr("count_include_pad", 0)))
+
+
+@lowering("LpPool")
+def lower_lppool(ctx) -> None:
+    win = window(ctx, list(ctx.inputs[0].shape[2:]), _kernel(ctx), bool(ctx.attr("ceil_mode", 0)))
+    pool(ctx, "lp", win, include_pad=True, p=ctx.attr("p", 2))
+
+
+def _global_window(x) -> Window:
+    sp = list(x.shape[2:])
+    r = len(sp)
+    return Window(sp, [1] * r, [1] * r, [0] * r, [1] * r, [0] * r)
+
+
+@lowering("GlobalMaxPool")
+def lower_global_maxpool(ctx) -> None:
+    pool(ctx, "max", _global_window(ctx.inputs[0]))
+
+
+@lowering("GlobalAveragePool")
+def lower_global_avgpool(ctx) -> None:
+    pool(ctx, "avg", _global_window(ctx.inputs[0]))
+
+
+@lowering("GlobalLpPool")
+def lower_global_lppool(ctx) -> None:
+    pool(ctx, "lp", _global_window(ctx.inputs[0]), include_pad=True, p=ctx.attr("p", 2))

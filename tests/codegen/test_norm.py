@@ -1,6 +1,7 @@
 """Softmax family and normalizations against onnx.reference, on random and edge shapes, both kernel modes."""
 
 import numpy as np
+import onnx
 import pytest
 from oprefs import check_node
 
@@ -85,3 +86,35 @@ def test_lp_norm(p, shape, axis):
 def test_lrn(size):
     # onnx.reference's LRN loops over the batch axis instead of channels, so batch == channels here.
     check_node("LRN", {"x": f32((4, 4, 3, 2))}, size=size, alpha=0.01, beta=0.6, bias=1.5)
+
+
+@pytest.mark.parametrize("mode", ["loop", "wg"])
+def test_symbolic_dims(monkeypatch, mode):
+    """Row counts and row lengths that are symbolic (``seq``) become uniforms; one build serves all."""
+    from onnx import helper
+    from oprefs import check_model
+
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    s, b = f32((8,)), f32((8,))
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["ln"]),
+             helper.make_node("Softmax", ["x"], ["sm"], axis=0),
+             helper.make_node("ReduceMean", ["x", "ax"], ["rm"], keepdims=0)]
+    graph = helper.make_graph(nodes, "sym", [helper.make_tensor_value_info("x", 1, ["seq", 8])],
+                              [helper.make_empty_tensor_value_info(o) for o in ["ln", "sm", "rm"]],
+                              [onnx.numpy_helper.from_array(v, n) for n, v in
+                               [("s", s), ("b", b), ("ax", np.array([0], np.int64))]])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    for seq in [1, 5, 300]:
+        check_model(model, {"x": f32((seq, 8))}, rtol=1e-4, atol=1e-4)
+
+
+def test_wg_mode_is_a_workgroup_reduction(monkeypatch):
+    """The mode switch really changes the kernel (so the two-mode tests exercise both)."""
+    from webinfer.codegen import emit
+
+    seen = []
+    real = emit.render
+    monkeypatch.setattr(emit, "render", lambda *a, **k: seen.append(real(*a, **k)[0]) or real(*a, **k))
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
+    check_node("Softmax", {"x": f32((2, 40))})
+    assert any("workgroupBarrier" in w for w in seen)

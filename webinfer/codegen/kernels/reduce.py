@@ -17,11 +17,12 @@ from .helpers import compute_type, contiguous_strides, normalize_axis
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
 _LOWEST = {"f32": NEG_INF, "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
 _HIGHEST = {"f32": POS_INF, "i32": "2147483647i", "u32": "4294967295u"}
-# Workgroup-per-row pays only for few, long rows on lavapipe, where each workgroup with barriers costs
-# ~15 us: ReduceSum (1 x 32000) loop 1.07 ms / wg 0.81 ms; (64 x 576) loop 0.59 / wg 1.18;
-# (512 x 576) loop 2.2 / wg 9.3; (4096 x 64) loop 1.9 / wg 51 (end-to-end runs, 2026-11).
-WG_MIN_ROW = 2048
-WG_MAX_ROWS = 16
+# Workgroup-per-row pays only for very few, long rows on lavapipe, where a workgroup with barriers costs
+# ~15 us. End-to-end runs (2 shared cores, noisy), loop vs wg in ms: ReduceSum 1x32000 1.07/0.81,
+# 64x576 0.59/1.18, 512x576 2.2/9.3, 4096x64 1.9/51, 16x2048 1.06/2.02; Softmax 32x32000 17/63,
+# 1x2048 0.77/0.63. Real GPUs want wg far sooner: pass ``mode`` (a template parameter) per adapter.
+WG_MIN_ROW = 4096
+WG_MAX_ROWS = 2
 WG_SIZE = 128
 
 

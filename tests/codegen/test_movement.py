@@ -281,3 +281,54 @@ def test_symbolic_dims_one_build_two_lengths(tmp_path):
         for name, g, w in zip(names, got, want):
             assert g.shape == w.shape, name
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def _symbolic_mask_model():
+    """Causal-mask and layout patterns of exported decoders, all sized by symbolic dims."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])
+    neg = helper.make_tensor("v", TensorProto.FLOAT, [1], [-1e9])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i1"], ["t"], axis=0),
+        helper.make_node("Gather", ["s", "im1"], ["last"], axis=0),
+        helper.make_node("Unsqueeze", ["t", "ax"], ["tu"]),
+        helper.make_node("Concat", ["tu", "tu"], ["tt"], axis=0),
+        helper.make_node("ConstantOfShape", ["tt"], ["full"], value=neg),
+        helper.make_node("Trilu", ["full", "one"], ["causal"], upper=1),
+        helper.make_node("EyeLike", ["full"], ["eye"]),
+        helper.make_node("Slice", ["s", "one1", "big"], ["tail"]),
+        helper.make_node("Concat", ["minus1", "tail"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["x", "flat_shape"], ["flat"]),
+        helper.make_node("Tile", ["x", "reps"], ["tiled"]),
+        helper.make_node("Split", ["tiled"], ["h0", "h1"], axis=1, num_outputs=2),
+        helper.make_node("Pad", ["x", "pads"], ["padded"], mode="edge"),
+        helper.make_node("Unsqueeze", ["last", "ax"], ["lastu"]),
+        helper.make_node("Expand", ["x", "lastu"], ["same"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+    ]
+    inits = {"i1": np.array(1, I64), "im1": np.array(-1, I64), "ax": arr(0), "one": np.array(1, I64),
+             "one1": arr(1), "big": arr(2**63 - 1), "minus1": arr(-1), "reps": arr(1, 2, 1),
+             "pads": arr(0, 1, 0, 0, 2, 0)}
+    outs = ["causal", "eye", "flat", "h0", "h1", "padded", "same", "xt"]
+    graph = helper.make_graph(nodes, "mask", [x], [helper.make_empty_tensor_value_info(o) for o in outs],
+                              [helper.make_tensor(n, TensorProto.INT64, v.shape, v.reshape(-1)) for n, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("make", [_symbolic_model, _symbolic_mask_model])
+def test_symbolic_patterns_one_build(tmp_path, make):
+    import onnxruntime as ort
+
+    from webinfer import InferenceSession
+    from webinfer.build import build
+
+    model = make()
+    build(model, str(tmp_path))
+    session = InferenceSession(str(tmp_path))
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    for batch, seq in [(2, 5), (1, 2)]:
+        x = f32(batch, seq, 16)
+        for name, g, w in zip(names, session.run(names, {"x": x}), ref.run(names, {"x": x})):
+            assert g.shape == w.shape, name
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)

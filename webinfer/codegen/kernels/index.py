@@ -28,7 +28,7 @@ def lower_gather(ctx) -> None:
     axis = normalize_axis(ctx.attr("axis", 0), x.rank)
     shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
     arrs = host_inputs(ctx, [0, 1])
-    if arrs is not None and D.is_static(shape):
+    if arrs is not None and D.is_static(shape) and D.is_static(arrs[1].reshape(-1)):
         dim = x.shape[axis]
         index = np.vectorize(lambda v: v + dim if v < 0 else v, otypes=[object])(arrs[1]).astype(np.int64)
         return set_host_array(ctx, 0, x.dtype, np.take(arrs[0], index, axis=axis))
@@ -100,22 +100,15 @@ def lower_compress(ctx) -> None:
     if cond.value is None:
         raise ctx.unsupported("the condition must be a constant (the output shape depends on it)")
     axis = ctx.attr("axis")
-    src = x if axis is not None else None
-    if src is None:
-        src = ctx.temp(x.dtype, (x.numel,))
-        src.alias = x
-        axis = 0
-    axis = normalize_axis(axis, src.rank)
-    keep = np.nonzero(np.asarray(cond.value).reshape(-1)[: int(src.shape[axis])])[0].astype(np.int64)
-    shape = list(src.shape)
+    shape = list(x.shape) if axis is not None else [x.numel]  # no axis: the flattened input
+    axis = normalize_axis(axis, len(shape)) if axis is not None else 0
+    keep = np.nonzero(np.asarray(cond.value).reshape(-1)[: int(shape[axis])])[0].astype(np.int64)
+    inner = D.product(shape[axis + 1:])
     shape[axis] = len(keep)
     out = ctx.output(0, x.dtype, shape)
-    params = {"inner": D.product(src.shape[axis + 1:]), "nidx": len(keep), "adim": ("i32", src.shape[axis])}
-    _gather_kernel(ctx, "gather", {"x": src, "idx": ctx.gpu(_const(ctx, keep))}, out, params)
-
-
-def _const(ctx, value: np.ndarray):
-    return ctx._l.constant(value)
+    index = ctx._l.constant(keep)  # a weight: the kept positions
+    params = {"inner": inner, "nidx": len(keep), "adim": ("i32", x.shape[axis] if len(shape) == x.rank else x.numel)}
+    _gather_kernel(ctx, "gather", {"x": x, "idx": index}, out, params)
 
 
 @lowering("Trilu")

@@ -47,7 +47,7 @@ def _pad_value(ctx, x) -> tuple[str, dict]:
         if t.value is None:
             return "ld_v(0u)", {"v": ctx.gpu(t)}
         return pad_literal(ctx, np.asarray(t.value).reshape(-1)[0], x.dtype), {}
-    return pad_literal(ctx, ctx.attr("value", 0.0) if x.dtype.startswith("float") else 0, x.dtype), {}
+    return pad_literal(ctx, ctx.attr("value", 0.0), x.dtype), {}
 
 
 @lowering("CenterCropPad")

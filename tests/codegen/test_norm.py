@@ -118,3 +118,25 @@ def test_wg_mode_is_a_workgroup_reduction(monkeypatch):
     monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
     check_node("Softmax", {"x": f32((2, 40))})
     assert any("workgroupBarrier" in w for w in seen)
+
+
+HARDMAX_11 = pytest.param("Hardmax", marks=pytest.mark.xfail(
+    strict=True, reason="onnx.version_converter has no Hardmax 11->13 adapter: it keeps the node, axis unchanged"))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", HARDMAX_11])
+def test_softmax_before_opset_13_flattens(op):
+    """Before opset 13 the input is coerced to 2-D at ``axis``. onnx.reference applies the opset-13 rule to
+    old models too, so the reference here is the opset-13 op on the explicitly flattened input."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+    from oprefs import make_model
+
+    from webinfer.backend import WebinferRep
+
+    x = f32((2, 3, 4)) if op != "Hardmax" else rng.integers(0, 3, size=(2, 3, 4)).astype(np.float32)
+    old = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], {"x": x}, ["y"], opset=11)
+    flat = x.reshape(2, 12)
+    new = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], {"x": flat}, ["y"], opset=13)
+    want = ReferenceEvaluator(new).run(None, {"x": flat})[0].reshape(x.shape)
+    np.testing.assert_allclose(WebinferRep(old).run({"x": x})[0], want, rtol=1e-4, atol=1e-5)

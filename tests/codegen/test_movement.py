@@ -305,11 +305,12 @@ def _symbolic_mask_model():
         helper.make_node("Unsqueeze", ["last", "ax"], ["lastu"]),
         helper.make_node("Expand", ["x", "lastu"], ["same"]),
         helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+        helper.make_node("Expand", ["s", "rows"], ["many_shapes"]),  # 90 elements: too many for the host
     ]
     inits = {"i1": np.array(1, I64), "im1": np.array(-1, I64), "ax": arr(0), "one": np.array(1, I64),
              "one1": arr(1), "big": arr(2**63 - 1), "minus1": arr(-1), "reps": arr(1, 2, 1),
-             "pads": arr(0, 1, 0, 0, 2, 0)}
-    outs = ["causal", "eye", "flat", "h0", "h1", "padded", "same", "xt"]
+             "pads": arr(0, 1, 0, 0, 2, 0), "rows": arr(30, 1)}
+    outs = ["causal", "eye", "flat", "h0", "h1", "padded", "same", "xt", "many_shapes"]
     graph = helper.make_graph(nodes, "mask", [x], [helper.make_empty_tensor_value_info(o) for o in outs],
                               [helper.make_tensor(n, TensorProto.INT64, v.shape, v.reshape(-1)) for n, v in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])

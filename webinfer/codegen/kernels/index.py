@@ -27,8 +27,8 @@ def lower_gather(ctx) -> None:
     x, idx = ctx.inputs[0], ctx.inputs[1]
     axis = normalize_axis(ctx.attr("axis", 0), x.rank)
     shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
-    arrs = host_inputs(ctx, [0, 1])
-    if arrs is not None and D.is_static(shape) and D.is_static(arrs[1].reshape(-1)):
+    arrs = host_inputs(ctx, [0, 1], shape)
+    if arrs is not None and D.is_static(arrs[1].reshape(-1)):
         dim = x.shape[axis]
         index = np.vectorize(lambda v: v + dim if v < 0 else v, otypes=[object])(arrs[1]).astype(np.int64)
         return set_host_array(ctx, 0, x.dtype, np.take(arrs[0], index, axis=axis))

@@ -15,6 +15,7 @@ import numpy as np
 from ... import dims as D
 from ...dims import Dim
 from ..emit import wgsl_literal
+from ..lower import HOST_MAX_ELEMENTS
 from ..registry import lowering
 from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides, normalize_axis
 
@@ -111,8 +112,11 @@ def host_array(ctx, i: int) -> np.ndarray | None:
     return arr.reshape([int(d) for d in t.shape])
 
 
-def host_inputs(ctx, positions) -> list[np.ndarray] | None:
-    """Host arrays of the given inputs when all of them are host values and one is symbolic."""
+def host_inputs(ctx, positions, out_shape) -> list[np.ndarray] | None:
+    """Host arrays of the given inputs when all of them are host values, one is symbolic, and the
+    result (``out_shape``) is small enough to stay on the host; None otherwise (the op runs on the GPU)."""
+    if not D.is_static(out_shape) or D.product(out_shape) > HOST_MAX_ELEMENTS:
+        return None
     arrs = [host_array(ctx, i) for i in positions]
     if any(a is None for a in arrs) or not any(ctx.inputs[i].sym is not None for i in positions):
         return None
@@ -163,7 +167,7 @@ def lower_transpose(ctx) -> None:
     if [p for p in perm if x.shape[p] != 1] == [p for p in range(x.rank) if x.shape[p] != 1]:
         ctx.set_alias(0, x, shape)  # only size-1 axes move: the memory order is unchanged
         return
-    arrs = host_inputs(ctx, [0])
+    arrs = host_inputs(ctx, [0], shape)
     if arrs is not None:
         return set_host_array(ctx, 0, x.dtype, np.transpose(arrs[0], perm))
     remap(ctx, x, ctx.output(0, x.dtype, shape), transpose_axes(x.shape, perm))
@@ -222,8 +226,8 @@ def slice_to(ctx, i: int, x, first, lengths, steps) -> None:
     """Output ``i`` = x[first : first + length*step : step] on every axis (a view when nothing moves)."""
     if all(f == 0 and length == d and s == 1 for f, length, d, s in zip(first, lengths, x.shape, steps)):
         return ctx.set_alias(i, x, x.shape)
-    arrs = host_inputs(ctx, [0])
-    if arrs is not None and D.is_static(lengths):
+    arrs = host_inputs(ctx, [0], lengths)
+    if arrs is not None:
         arr = arrs[0]
         for a in range(x.rank):
             arr = np.take(arr, [first[a] + k * steps[a] for k in range(lengths[a])], axis=a)
@@ -239,8 +243,8 @@ def lower_expand(ctx) -> None:
     if target is None:
         raise ctx.unsupported("the target shape must be known at build time")
     shape = broadcast_shapes([x.shape, tuple(target)])
-    arrs = host_inputs(ctx, [0])
-    if arrs is not None and D.is_static(shape):
+    arrs = host_inputs(ctx, [0], shape)
+    if arrs is not None:
         return set_host_array(ctx, 0, x.dtype, np.broadcast_to(arrs[0], [int(d) for d in shape]))
     if tuple(shape) == tuple(x.shape) or (D.is_static(x.shape) and D.product(x.shape) == D.product(shape) == 1):
         return ctx.set_alias(0, x, shape)
@@ -254,8 +258,8 @@ def lower_tile(ctx) -> None:
     if reps is None:
         raise ctx.unsupported("repeats must be known at build time")
     shape = [D.mul(d, r) for d, r in zip(x.shape, reps)]
-    arrs = host_inputs(ctx, [0])
-    if arrs is not None and D.is_static(shape) and D.is_static(reps):
+    arrs = host_inputs(ctx, [0], shape)
+    if arrs is not None and D.is_static(reps):
         return set_host_array(ctx, 0, x.dtype, np.tile(arrs[0], reps))
     axes = [Axis(n, s) if r == 1 else Axis(n, 0) if d == 1 else Axis(n, s, mode="wrap", extent=d)
             for n, s, d, r in zip(shape, contiguous_strides(x.shape), x.shape, reps)]
@@ -271,7 +275,7 @@ def lower_concat(ctx) -> None:
     shape[axis] = 0
     for t in present:
         shape[axis] = D.add(shape[axis], t.shape[axis])
-    arrs = host_inputs(ctx, [i for i, t in enumerate(ctx.inputs) if t is not None])
+    arrs = host_inputs(ctx, [i for i, t in enumerate(ctx.inputs) if t is not None], shape)
     if arrs is not None:
         return set_host_array(ctx, 0, present[0].dtype, np.concatenate(arrs, axis=axis))
     out = ctx.output(0, present[0].dtype, shape)

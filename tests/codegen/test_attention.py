@@ -1,0 +1,52 @@
+"""Attention (opset 23) and RotaryEmbedding against onnx.reference."""
+
+import numpy as np
+import pytest
+from oprefs import check_node
+
+rng = np.random.default_rng(0)
+
+
+def f(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"scale": 0.1}, {"softcap": 2.0}])
+@pytest.mark.parametrize("heads", [(3, 3), (6, 2)])
+def test_attention_4d(attrs, heads):
+    hq, hkv = heads
+    _, _, _, gpu = check_node("Attention", {"q": f(2, hq, 4, 8), "k": f(2, hkv, 5, 8), "v": f(2, hkv, 5, 6)},
+                              opset=23, **attrs)
+    assert gpu
+
+
+@pytest.mark.parametrize("mask", [f(4, 5), f(2, 1, 4, 5), rng.random((2, 3, 4, 5)) > 0.3, f(4, 3)])
+def test_attention_masks(mask):
+    check_node("Attention", {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}, opset=23)
+    if mask.dtype != np.bool_:  # onnx.reference turns a bool mask with is_causal into NaNs (0 * -inf)
+        check_node("Attention", {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}, opset=23,
+                   is_causal=1, rtol=1e-3)
+
+
+def test_attention_3d_gqa_with_past_and_present():
+    feeds = {"q": f(2, 4, 6 * 8), "k": f(2, 4, 2 * 8), "v": f(2, 4, 2 * 5), "m": f(4, 7), "pk": f(2, 2, 3, 8),
+             "pv": f(2, 2, 3, 5)}
+    check_node("Attention", feeds, n_outputs=3, opset=23, q_num_heads=6, kv_num_heads=2)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_attention_qk_output_modes(mode):
+    feeds = {"q": f(1, 2, 3, 4), "k": f(1, 2, 5, 4), "v": f(1, 2, 5, 4), "m": f(3, 5)}
+    check_node("Attention", feeds, n_outputs=4, opset=23, qk_matmul_output_mode=mode, softcap=1.5)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rot", [0, 4])
+def test_rotary(interleaved, rot):
+    half = (rot or 8) // 2
+    pos = rng.integers(0, 20, size=(2, 3)).astype(np.int64)
+    _, _, _, gpu = check_node("RotaryEmbedding", {"x": f(2, 4, 3, 8), "c": f(20, half), "s": f(20, half), "p": pos},
+                              opset=23, interleaved=interleaved, rotary_embedding_dim=rot)
+    assert gpu
+    check_node("RotaryEmbedding", {"x": f(2, 3, 16), "c": f(2, 3, half), "s": f(2, 3, half)}, opset=23,
+               num_heads=2, interleaved=interleaved, rotary_embedding_dim=rot)

@@ -27,7 +27,7 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,), "Pad": (1, 2, 3), "TopK": (1,), "Split": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "OneHot": (1,), "CumSum": (1,), "Trilu": (1,), "Clip": (1, 2),
-    "CenterCropPad": (1,), "Col2Im": (1, 2), "Compress": (), "GridSample": (), "RotaryEmbedding": (),
+    "CenterCropPad": (1,), "Col2Im": (1, 2), "Compress": (1,), "GridSample": (), "RotaryEmbedding": (),
     **{op: (1,) for op in _REDUCE},
 }
 

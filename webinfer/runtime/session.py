@@ -56,6 +56,8 @@ class SessionCore:
             nbytes = D.evaluate(_numel(t), {}) * 4
             buf = self.device.create_buffer(nbytes, "storage")
             for shard, offset, n, dst in t["chunks"]:
+                if n == 0:
+                    continue
                 if shard not in shards:
                     shards[shard] = read_shard(shard)
                 self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])

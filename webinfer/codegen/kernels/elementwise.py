@@ -256,12 +256,38 @@ _HOST_OPS = {
     "Min": D.dmin,
     "Neg": lambda a: D.mul(a, -1),
     "Cast": lambda a: a,
+    "Equal": lambda a, b: _host_equal(a, b),
+    "Where": lambda c, a, b: a if _host_truth(c) else b,
 }
+_HOST_BOOL_OPS = {"Equal"}
+
+
+class _Undecidable(Exception):
+    """A comparison of symbolic dims that cannot be decided at build time."""
+
+
+def _host_equal(a, b) -> int:
+    if a == b:
+        return 1
+    if isinstance(a, int) and isinstance(b, int):
+        return 0
+    other = a if isinstance(a, int) else b if isinstance(b, int) else None
+    if other is not None and other < 0:  # dims are never negative (PyTorch's Expand tests `== -1`)
+        return 0
+    raise _Undecidable
+
+
+def _host_truth(c) -> bool:
+    if not isinstance(c, int):
+        raise _Undecidable
+    return bool(c)
 
 
 def host_elementwise(ctx, dt: str, shape) -> bool:
     """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions."""
-    if ctx.op not in _HOST_OPS or dt not in ("int64", "int32") or not D.is_static(shape):
+    if ctx.op not in _HOST_OPS or not D.is_static(shape):
+        return False
+    if dt not in ("int64", "int32") and not (ctx.op in _HOST_BOOL_OPS and dt == "bool"):
         return False
     present = [t for t in ctx.inputs if t is not None]
     if not any(t.sym is not None for t in present):
@@ -279,7 +305,10 @@ def host_elementwise(ctx, dt: str, shape) -> bool:
             rem //= d
         coords.reverse()
         args = [v[sum(c * s for c, s in zip(coords, st))] for v, st in zip(vals, strides)]
-        out.append(_HOST_OPS[ctx.op](*args))
+        try:
+            out.append(_HOST_OPS[ctx.op](*args))
+        except _Undecidable:
+            return False
     ctx.set_host(0, dt, shape, out)
     return True
 

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import webinfer
+from webinfer.build import build
 from webinfer.serve import serve_in_thread
 from webinfer.web import build_smoke_site
 
@@ -50,7 +51,7 @@ def test_smoke_page_matches_native_and_onnxruntime(page, tmp_path, webinfer_whee
     feeds = {"x": np.random.default_rng(2).standard_normal((3, 8)).astype(np.float32),
              "k": np.array([1, -4, 9, 1000, -7], np.int64)}
     art = str(tmp_path / "smoke.wi")
-    webinfer.build(model, art)
+    build(model, art)
     native = webinfer.InferenceSession(art).run(None, feeds)
     reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 

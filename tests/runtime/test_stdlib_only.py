@@ -12,6 +12,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import webinfer
+from webinfer.build import build
 
 BLOCKED = ["numpy", "onnx", "jinja2", "onnx_ir", "onnxscript", "onnxruntime", "torch"]
 
@@ -79,7 +80,7 @@ def model():
 def test_runtime_runs_without_numpy_onnx_jinja2(tmp_path):
     m = model()
     art = str(tmp_path / "m.wi")
-    webinfer.build(m, art)
+    build(m, art)
     x = np.random.default_rng(4).standard_normal((5, 6)).astype(np.float32)
     k = np.array([7, -1, 123456, 9], np.int64)
     expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(

@@ -74,3 +74,35 @@ def test_matmul_symbolic_dims(tmp_path):
         x = f32((batch, seq, 64))
         (y,) = sess.run(None, {"x": x})
         np.testing.assert_allclose(y, x @ w, rtol=1e-4, atol=1e-5)
+
+
+def q(shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+@pytest.mark.parametrize("sa,sb", [((4, 7), (7, 5)), ((2, 3, 9), (9, 4)), ((2, 3, 5), (2, 5, 6)), ((7,), (7, 3))])
+def test_matmul_integer(dt, sa, sb):
+    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt)})
+    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt), "az": q((), dt), "bz": q((), dt)})
+
+
+def test_matmul_integer_per_line_zero_points():
+    a, b = q((2, 4, 6), np.uint8), q((6, 5), np.int8)
+    check_node("MatMulInteger", {"a": a, "b": b, "az": q((4, 1), np.uint8), "bz": q((5,), np.int8)})
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_line", [False, True])
+def test_qlinear_matmul(dt, per_line):
+    m, k, n = 5, 8, 6
+    feeds = {"a": q((2, m, k), dt), "a_scale": np.float32(0.02), "a_zero": q((), dt), "b": q((k, n), dt),
+             "b_scale": np.float32(0.03), "b_zero": q((), dt), "y_scale": np.float32(0.9), "y_zero": q((), dt)}
+    if per_line:
+        feeds["a_scale"] = rng.uniform(0.01, 0.03, size=(m, 1)).astype(np.float32)
+        feeds["b_scale"] = rng.uniform(0.01, 0.03, size=(n,)).astype(np.float32)
+        feeds["b_zero"] = q((n,), dt)
+    check_node("QLinearMatMul", feeds, opset=21)
+    inits = {k_: feeds.pop(k_) for k_ in list(feeds) if k_ != "a"}
+    check_node("QLinearMatMul", feeds, initializers=inits, opset=21)

@@ -15,6 +15,7 @@ from ... import dims as D
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
+from .matmul import requantize
 
 WG = 64
 
@@ -79,42 +80,150 @@ def _channel_block(per_group: int) -> int:
     return 1
 
 
+@dataclass
+class ConvShape:
+    group: int
+    cin_g: int
+    cout: int
+    kernel: list
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.group
+
+    @property
+    def ksize(self) -> int:
+        return int(np.prod(self.kernel))
+
+
+def conv_shape(ctx, w, transpose: bool) -> ConvShape:
+    group = int(ctx.attr("group", 1))
+    a, b = int(w.shape[0]), int(w.shape[1])
+    kernel = [int(k) for k in w.shape[2:]]
+    return ConvShape(group, a // group, b * group, kernel) if transpose else ConvShape(group, b, a, kernel)
+
+
+def weight_layout(ctx, w, cs: ConvShape, transpose: bool):
+    """Constant weights are re-laid out as [Cin/g * K, Cout]; others are read in ONNX's layout.
+    Returns (tensor, strides for (input channel, kernel position, group, output column))."""
+    k, ci, co, cog = cs.ksize, cs.cin_g, cs.cout, cs.cout_g
+    if w.value is not None:
+        v = w.value
+        if transpose:
+            wt = v.reshape(cs.group, ci, cog, k).transpose(1, 3, 0, 2).reshape(ci * k, co)
+        else:
+            wt = v.reshape(co, ci * k).T
+        return _const(ctx, wt), (k * co, co, cog, 1)
+    if transpose:
+        return w, (cog * k, 1, ci * cog * k, k)
+    return w, (k, 1, cog * ci * k, ci * k)
+
+
 @lowering("Conv")
 def lower_conv(ctx) -> None:
     x, w = ctx.inputs[0], ctx.inputs[1]
-    bias = ctx.inputs[2] if ctx.has_input(2) else None
-    conv(ctx, x, w, bias, x.dtype)
+    cs = conv_shape(ctx, w, False)
+    win = window(ctx, list(x.shape[2:]), cs.kernel)
+    conv(ctx, x, w, ctx.inputs[2] if ctx.has_input(2) else None, x.dtype, win, cs)
 
 
-def conv(ctx, x, w, bias, out_dtype: str, *, x_zero=None, w_zero=None, epilogue=None, extra=None) -> None:
+@lowering("ConvTranspose")
+def lower_conv_transpose(ctx) -> None:
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    cs = conv_shape(ctx, w, True)
+    win = transpose_window(ctx, list(x.shape[2:]), cs.kernel)
+    conv(ctx, x, w, ctx.inputs[2] if ctx.has_input(2) else None, x.dtype, win, cs, transpose=True)
+
+
+def transpose_window(ctx, in_sp, kernel) -> Window:
+    """ConvTranspose's output sizes and begin pads (ONNX spec: output_shape / output_padding / auto_pad)."""
+    r = len(in_sp)
+    strides = [int(s) for s in ctx.attr("strides", [1] * r)]
+    dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
+    opad = [int(p) for p in ctx.attr("output_padding", [0] * r)]
+    pads = [int(p) for p in ctx.attr("pads", [0] * (2 * r))]
+    auto = ctx.attr("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    shape = ctx.attr("output_shape")
+    if shape is not None:
+        shape = [int(v) for v in shape][-r:]
+    begin, out = [], []
+    for i in range(r):
+        full = D.add(D.mul(D.add(in_sp[i], -1), strides[i]), opad[i] + (kernel[i] - 1) * dil[i] + 1)
+        if shape is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+            target = D.mul(in_sp[i], strides[i])
+        elif shape is not None:
+            target = shape[i]
+        else:
+            begin.append(pads[i])
+            out.append(D.add(full, -pads[i] - pads[i + r]))
+            continue
+        total = D.add(full, D.mul(target, -1))
+        half = D.floordiv(total, 2)
+        begin.append(half if auto == "SAME_UPPER" else D.add(total, D.mul(half, -1)))
+        out.append(target)
+    return Window(list(kernel), strides, dil, begin, out, [0] * r)
+
+
+def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpose: bool = False,
+         x_zero: str | None = None, w_zero: str | None = None, extra: dict | None = None, out=None) -> None:
     """out[n, co, p] = sum over the group's channels and window of x * w (+ bias); see the module doc."""
     r = x.rank - 2
     if r < 1 or r > 3:
-        raise ctx.unsupported(f"Conv over {r} spatial dims")
-    group = int(ctx.attr("group", 1))
-    cout, cin_g = int(w.shape[0]), int(w.shape[1])
-    kernel = [int(k) for k in w.shape[2:]]
-    ksize = int(np.prod(kernel))
+        raise ctx.unsupported(f"convolution over {r} spatial dims")
     in_sp = list(x.shape[2:])
-    win = window(ctx, in_sp, kernel)
-    out = ctx.output(0, out_dtype, (x.shape[0], cout) + tuple(win.out))
-    tc, tp = _channel_block(cout // group), 4
-    if w.value is not None:
-        wt = w.value.reshape(cout, cin_g * ksize).T  # [Cin/g * K, Cout]
-        w, swr, swc = ctx._l.constant(np.ascontiguousarray(wt)), cout, 1
-    else:
-        swr, swc = 1, cin_g * ksize
+    if out is None:
+        out = ctx.output(0, out_dtype, (x.shape[0], cs.cout) + tuple(win.out))
+    tc, tp = _channel_block(cs.cout_g), 4
+    w, (swi, swk, swg, swc) = weight_layout(ctx, w, cs, transpose)
     npix = D.product(win.out)
-    params = {"C": x.shape[1], "Cout": cout, "cin_g": cin_g, "cout_g": cout // group, "isp": D.product(in_sp),
-              "P": npix, "K": ksize, "swr": swr, "swc": swc, **window_params(win, in_sp)}
+    params = {"C": x.shape[1], "Cout": cs.cout, "cin_g": cs.cin_g, "cout_g": cs.cout_g, "isp": D.product(in_sp),
+              "P": npix, "swi": swi, "swk": swk, "swg": swg, "swc": swc, **window_params(win, in_sp)}
     reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
     if bias is not None:
         reads["bias"] = ctx.gpu(bias)
-    reads.update(extra or {})
-    ct = compute_type(out_dtype) if epilogue is None else "i32"
-    grid = (D.ceildiv(npix, tp * WG), cout // tc, x.shape[0])
+    reads.update({k: ctx.gpu(t) for k, t in (extra or {}).items()})
+    grid = (D.ceildiv(npix, tp * WG), cs.cout // tc, x.shape[0])
     ctx.dispatch("conv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, rank=r, tc=tc, tp=tp,
-                 ct=ct, has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero, epilogue=epilogue or "acc")
+                 ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
+                 epilogue="acc", transpose=transpose)
+
+
+@lowering("ConvInteger")
+def lower_conv_integer(ctx) -> None:
+    integer_conv(ctx, 2, 3, None, None)
+
+
+@lowering("QLinearConv")
+def lower_qlinear_conv(ctx) -> None:
+    x, x_scale, w, w_scale, y_scale = (ctx.inputs[i] for i in (0, 1, 3, 4, 6))
+    y_zero = ctx.inputs[7] if ctx.has_input(7) else None
+    bias = ctx.inputs[8] if ctx.has_input(8) else None
+    cs = conv_shape(ctx, w, False)
+    shape = (x.shape[0], cs.cout) + tuple(window(ctx, list(x.shape[2:]), cs.kernel).out)
+    acc = ctx.temp("int32", shape)
+    integer_conv(ctx, 2, 5, bias, acc)
+    if w_scale.numel != 1:
+        w_scale = _view(ctx, w_scale, (cs.cout,) + (1,) * (x.rank - 2))
+    out = ctx.output(0, y_zero.dtype if y_zero is not None else x.dtype, shape)
+    requantize(ctx, acc, [x_scale, w_scale], y_scale, y_zero, out)
+
+
+def integer_conv(ctx, xz_index: int, wz_index: int, bias, out) -> None:
+    """Conv of (x - x_zero) and (w - w_zero) in i32; constant weights have their zero point folded in."""
+    x, w = ctx.inputs[0], ctx.inputs[wz_index - 2]
+    cs = conv_shape(ctx, w, False)
+    win = window(ctx, list(x.shape[2:]), cs.kernel)
+    extra, x_zero, w_zero = {}, None, None
+    if ctx.has_input(xz_index):
+        extra["xz"], x_zero = ctx.inputs[xz_index], "i32(ld_xz(0u))"
+    wz = ctx.inputs[wz_index] if ctx.has_input(wz_index) else None
+    if wz is not None and w.value is not None and wz.value is not None:
+        zp = wz.value.astype(np.int32).reshape((-1,) + (1,) * (w.rank - 1))
+        w, wz = _const(ctx, w.value.astype(np.int32) - zp), None
+    if wz is not None:
+        extra["wz"], w_zero = wz, ("i32(ld_wz(CO))" if wz.numel != 1 else "i32(ld_wz(0u))")
+    conv(ctx, x, w, bias, "int32", win, cs, x_zero=x_zero, w_zero=w_zero, extra=extra, out=out)
 
 
 @lowering("BatchNormalization")

@@ -17,6 +17,7 @@ from ... import dims as D
 from ...errors import WebinferError
 from ..emit import wgsl_literal
 from ..registry import lowering
+from .elementwise import elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
 
@@ -77,11 +78,13 @@ class Operand:
 
 
 def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta=0.0, epilogue=None,
-           extra_reads=None, extra_params=None, acc_type: str | None = None) -> None:
+           zero_points=(None, None), acc_type: str | None = None) -> None:
     """Emit ``out[batch, m, n] = alpha * A @ B (+ beta * C)``; ``out`` is contiguous [batch..., m, n].
 
     ``c``: (tensor, stride_m, stride_n) broadcast over the output, or None. ``epilogue``: a WGSL expression
-    over ``acc``, ``row``, ``col`` (and the extra reads) replacing the alpha/beta epilogue.
+    over ``acc``, ``row``, ``col`` replacing the alpha/beta epilogue. ``zero_points``: for A and B, None or
+    (tensor, period) subtracted on load: per row of A / column of B (index modulo ``period``), or one value
+    when ``period`` is None.
     """
     out_batch = broadcast_shapes([a.batch_shape, b.batch_shape])
     nb = D.product(out_batch)
@@ -97,8 +100,13 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     if c is not None:
         reads["c"] = ctx.gpu(c[0])
         params.update({"scm": c[1], "scn": c[2]})
-    reads.update(extra_reads or {})
-    params.update(extra_params or {})
+    zero = {}
+    for name, zp in zip("ab", zero_points):
+        if zp is not None:
+            reads[name + "z"] = ctx.gpu(zp[0])
+            zero[name] = "line" if zp[1] is not None else "scalar"
+            if zp[1] is not None:
+                params[name + "z_mod"] = zp[1]
     if epilogue is None:
         epilogue = _gemm_epilogue(ct, alpha, beta if c is not None else 0.0, c is not None)
     t = choose_tiling(m, n)
@@ -107,7 +115,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
-                 epilogue=epilogue, has_c=c is not None)
+                 epilogue=epilogue, has_c=c is not None, zero=zero)
 
 
 def _gemm_epilogue(ct: str, alpha: float, beta: float, has_c: bool) -> str:
@@ -126,23 +134,27 @@ def matrix_shape(shape):
 @lowering("MatMul")
 def lower_matmul(ctx) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
+    out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
+    matmul_into(ctx, a, b, out)
+
+
+def matmul_shape(ctx, a, b) -> tuple:
+    """numpy.matmul's output shape: 1-D operands gain (and lose) a unit dim; batch dims broadcast."""
     if a.rank == 0 or b.rank == 0:
-        raise ctx.unsupported("MatMul of a scalar")
-    out_dtype = a.dtype
-    lower_matmul_like(ctx, a, b, out_dtype)
+        raise ctx.unsupported("matmul of a scalar")
+    ka, kb = a.shape[-1], b.shape[-2] if b.rank > 1 else b.shape[0]
+    if isinstance(ka, int) and isinstance(kb, int) and ka != kb:
+        raise WebinferError(f"{ctx.op} {ctx.describe()}: inner dims {ka} and {kb} differ")
+    batch = broadcast_shapes([a.shape[:-2], b.shape[:-2]])
+    return tuple(batch) + ((a.shape[-2],) if a.rank > 1 else ()) + ((b.shape[-1],) if b.rank > 1 else ())
 
 
-def lower_matmul_like(ctx, a, b, out_dtype: str, **kw) -> None:
-    """numpy.matmul semantics: 1-D operands gain (and lose) a unit dim; batch dims broadcast."""
+def matmul_into(ctx, a, b, out, **kw) -> None:
+    """``out = a @ b`` with numpy.matmul semantics (see :func:`matmul_shape`)."""
     a_shape = (1,) + tuple(a.shape) if a.rank == 1 else tuple(a.shape)
     b_shape = tuple(b.shape) + (1,) if b.rank == 1 else tuple(b.shape)
     ab, m, k = matrix_shape(a_shape)
-    bb, k2, n = matrix_shape(b_shape)
-    if isinstance(k, int) and isinstance(k2, int) and k != k2:
-        raise WebinferError(f"MatMul {ctx.describe()}: inner dims {k} and {k2} differ")
-    batch = broadcast_shapes([ab, bb])
-    out_shape = tuple(batch) + ((m,) if a.rank > 1 else ()) + ((n,) if b.rank > 1 else ())
-    out = ctx.output(0, out_dtype, out_shape)
+    bb, _, n = matrix_shape(b_shape)
     if D.product(bb) == 1 and ab:
         # B is one matrix: fold A's batch into its rows (one big product, better tiles).
         m_all = D.mul(D.product(ab), m)
@@ -151,6 +163,64 @@ def lower_matmul_like(ctx, a, b, out_dtype: str, **kw) -> None:
     opa = Operand(a, k, 1, ab, D.mul(m, k))
     opb = Operand(b, n, 1, bb, D.mul(k, n))
     matmul(ctx, opa, opb, out, m, n, k, **kw)
+
+
+def zero_point(ctx, i: int, period):
+    """A zero-point input for the matmul kernel: (tensor, None) per tensor, (tensor, period) per line."""
+    if not ctx.has_input(i):
+        return None
+    t = ctx.inputs[i]
+    if t.numel == 1:
+        return (t, None)
+    if t.numel == period:
+        return (t, period)
+    raise ctx.unsupported(f"zero point of shape {list(t.shape)}")
+
+
+@lowering("MatMulInteger")
+def lower_matmul_integer(ctx) -> None:
+    a, b = ctx.inputs[0], ctx.inputs[1]
+    out = ctx.output(0, "int32", matmul_shape(ctx, a, b))
+    m = a.shape[-2] if a.rank > 1 else 1
+    n = b.shape[-1] if b.rank > 1 else 1
+    matmul_into(ctx, a, b, out, zero_points=(zero_point(ctx, 2, m), zero_point(ctx, 3, n)), acc_type="i32")
+
+
+@lowering("QLinearMatMul")
+def lower_qlinear_matmul(ctx) -> None:
+    a, a_scale, _, b, b_scale, _, y_scale, y_zero = ctx.inputs[:8]
+    shape = matmul_shape(ctx, a, b)
+    acc = ctx.temp("int32", shape)
+    m = a.shape[-2] if a.rank > 1 else 1
+    n = b.shape[-1] if b.rank > 1 else 1
+    matmul_into(ctx, a, b, acc, zero_points=(zero_point(ctx, 2, m), zero_point(ctx, 5, n)), acc_type="i32")
+    if a_scale.numel != 1 and a.rank > 1:
+        a_scale = view(ctx, a_scale, (m, 1))
+    out = ctx.output(0, y_zero.dtype if y_zero is not None else a.dtype, shape)
+    requantize(ctx, acc, [a_scale, b_scale], y_scale, y_zero, out)
+
+
+def requantize(ctx, acc, scales: list, y_scale, y_zero, out) -> None:
+    """out = saturate(round(acc * prod(scales) / y_scale) + y_zero), elementwise with broadcasting."""
+    lo, hi = (-128, 127) if out.dtype == "int8" else (0, 255)
+    ct = compute_type(out.dtype)
+    inputs = [acc] + list(scales) + [y_scale] + ([y_zero] if y_zero is not None else [])
+
+    def expr(c, v, it, ot):
+        scale = " * ".join(v[1:1 + len(scales)])
+        q = f"round(f32({v[0]}) * ({scale} / {v[1 + len(scales)]}))"
+        if y_zero is not None:
+            q += f" + f32({v[-1]})"
+        return f"{ct}(clamp({q}, {lo}.0, {hi}.0))"
+
+    elementwise(ctx, expr, inputs, out)
+
+
+def view(ctx, t, shape):
+    """The same storage seen with another shape (a per-channel vector as [C, 1, 1])."""
+    if t.value is not None:
+        return _weight(ctx, t.value.reshape([int(d) for d in shape]))
+    return ctx._l.program.new_tensor(t.dtype, tuple(shape), alias=t)
 
 
 @lowering("Gemm")

@@ -18,12 +18,14 @@ lint: setup
 # TESTS narrows the paths (default: all of tests/). All markers run (slow and browser included):
 # -m "" clears any marker filter that addopts may carry.
 # pytest's exit code 5 ("no tests collected") is a failure here, never a silent success.
-pytest: setup
-	@set +e; $(PY) -m pytest $(TESTS) -m "" --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS); rc=$$?; \
+PYTEST_CMD = set +e; $(PY) -m pytest $(TESTS) -m "" --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+pytest: setup
+	@$(PYTEST_CMD)
+
 test: lint
-	@$(MAKE) --no-print-directory pytest
+	@$(PYTEST_CMD)
 
 demo: setup
 	@VENV=$(abspath $(VENV)) bash scripts/demo.sh

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+import types
 
 import numpy as np
 
@@ -83,3 +85,14 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None) -
         "passes": passes or [],
     }
     return writer.write(manifest)
+
+
+class _CallableModule(types.ModuleType):
+    """``webinfer.build(...)`` must stay callable after ``import webinfer.build`` has replaced the package's
+    lazy attribute with this module (Python binds submodules onto their package)."""
+
+    def __call__(self, *args, **kwargs):
+        return build(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

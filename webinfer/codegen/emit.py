@@ -101,7 +101,19 @@ def render(template: str, reads: dict, writes: dict, params: dict, wg: int, **ct
     wgsl = _ENV.get_template(template).render(
         bindings=bindings, uniforms=uniforms, p=p, wg=wg, lit=wgsl_literal, **ctx
     )
-    return wgsl, uniforms
+    return route_float_bits(wgsl), uniforms
+
+
+_FLOAT_BITS = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+u)\)")
+
+
+def route_float_bits(wgsl: str) -> str:
+    """Dawn's compiler (Tint) const-evaluates ``bitcast<f32>(0x7f800000u)`` and rejects the infinity or
+    NaN it yields, while naga accepts it; a call to a function is not a const-expression, so route every
+    such bit pattern through one. All uses are inside functions (initial values, selects)."""
+    if not _FLOAT_BITS.search(wgsl):
+        return wgsl
+    return _FLOAT_BITS.sub(r"wi_f32_bits(\1)", wgsl) + "\nfn wi_f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }\n"
 
 
 class ShaderValidator:

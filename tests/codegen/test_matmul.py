@@ -15,6 +15,9 @@ MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
     ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),
     ((4, 1, 2, 8), (4, 8, 3)), ((2, 3, 1, 5), (1, 5, 1)), ((65, 70), (70, 67)),
+    # K and N multiples of 4 (the vec4 path), with and without edge tiles
+    ((5, 8), (8, 12)), ((2, 3, 16), (2, 16, 8)), ((9, 12), (12, 20)), ((3, 1, 7, 4), (2, 4, 36)), ((70, 64), (64, 68)),
+    ((64, 32), (32, 64)), ((2, 16, 8), (8, 16)),
 ]
 
 
@@ -106,3 +109,26 @@ def test_qlinear_matmul(dt, per_line):
     check_node("QLinearMatMul", feeds, opset=21)
     inits = {k_: feeds.pop(k_) for k_ in list(feeds) if k_ != "a"}
     check_node("QLinearMatMul", feeds, initializers=inits, opset=21)
+
+
+def test_vec4_path_is_used(tmp_path):
+    import json
+
+    from onnx import helper
+    from oprefs import make_model
+
+    from webinfer.build import build
+
+    feeds = {"a": f32((9, 12)), "b": f32((12, 20))}
+    build(make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], feeds, ["y"]), str(tmp_path))
+    shaders = [p.read_text() for p in (tmp_path / "shaders").glob("*.wgsl")]
+    assert any("array<vec4<f32>>" in s for s in shaders), json.dumps([s[:200] for s in shaders])
+
+
+def test_qlinear_matmul_rounds_the_exact_product():
+    """250 * (0 - 213) * (0.02 * 0.03 / 0.9) is -35.4999996 exactly but -35.5 in f32: must round to -35."""
+    u8 = lambda v: np.array(v, np.uint8)  # noqa: E731
+    feeds = {"a": u8([[250, 3]]), "a_scale": np.float32(0.02), "a_zero": u8(0), "b": u8([[0], [213]]),
+             "b_scale": np.float32(0.03), "b_zero": u8(213), "y_scale": np.float32(0.9), "y_zero": u8(45)}
+    ref, _, _, _ = check_node("QLinearMatMul", feeds, opset=21)
+    assert ref[0][0, 0] == 10

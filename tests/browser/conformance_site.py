@@ -1,0 +1,204 @@
+"""Browser conformance: pick one ONNX node test per registered op, check it natively, build its artifact, and
+assemble one static site (web/conformance/ + Pyodide + webinfer's wheel + every artifact) that runs them all.
+
+A case is picked per op among ``onnx/backend/test/data/node/test_*`` whose model's only op is that op (plain
+names before ``_expanded`` ones, shortest first) and that passes natively: built exactly like
+``webinfer.backend.WebinferRep`` (small integer shape inputs baked in with ``input_values``), run on the
+native device, compared with the stored ``.pb`` outputs (same dtype and shape, rtol 1e-3, atol 1e-5, NaN
+equal). The expected outputs stay in the test process: the page sends raw outputs back and the test compares.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+RTOL, ATOL = 1e-3, 1e-5
+NODE_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
+KNOWN_FAILURES = Path(__file__).with_name("browser_known_failures.tsv")
+SITE_TEMPLATE = Path(__file__).resolve().parents[2] / "web" / "conformance"
+MAX_TRIES = 40  # native candidates tried per op before it is reported as having no native-passing case
+
+
+@dataclass
+class Case:
+    op: str
+    name: str
+    inputs: dict = field(default_factory=dict)  # non-baked feeds: name -> numpy array
+    expected: list = field(default_factory=list)  # numpy arrays from output_N.pb, in graph output order
+    output_names: list = field(default_factory=list)
+
+
+def registered_ops() -> list[str]:
+    from webinfer.codegen.registry import LOWERINGS, load_all
+
+    load_all()
+    return sorted(LOWERINGS)
+
+
+def read_known_failures(path: Path = KNOWN_FAILURES) -> dict[str, tuple[str, str]]:
+    """op -> (case, reason) from the checked-in list (tab-separated: op, case, reason; # comments)."""
+    out = {}
+    if path.exists():
+        with open(path, newline="") as f:
+            for row in csv.reader(f, delimiter="\t"):
+                if row and not row[0].startswith("#") and row[0] != "op":
+                    out[row[0]] = (row[1], row[2])
+    return out
+
+
+def candidates(ops: list[str]) -> dict[str, list[str]]:
+    """op -> node-test case names whose model holds only that op (default domain), best first."""
+    wanted = set(ops)
+    found: dict[str, list[str]] = {op: [] for op in ops}
+    for d in sorted(NODE_DIR.iterdir()):
+        if not (d / "model.onnx").is_file() or "_expanded" in d.name:
+            continue
+        model = onnx.load(str(d / "model.onnx"), load_external_data=False)
+        kinds = {(n.domain or "ai.onnx", n.op_type) for n in model.graph.node}
+        if len(kinds) != 1:
+            continue
+        ((domain, op),) = kinds
+        if domain == "ai.onnx" and op in wanted:
+            found[op].append(d.name)
+    # The case named after the op first, then cases whose tensors are all non-empty (an empty reduction
+    # dispatches next to nothing), then the shortest names.
+    for op, names in found.items():
+        names.sort(key=lambda n: (n != "test_" + op.lower(), _has_empty_tensor(n), len(n), n))
+    return found
+
+
+def _has_empty_tensor(name: str) -> bool:
+    for path in (NODE_DIR / name / "test_data_set_0").glob("*.pb"):
+        t = onnx.TensorProto()
+        try:
+            t.ParseFromString(path.read_bytes())
+        except Exception:  # noqa: BLE001 - a sequence or optional: load_case rejects the case later
+            return False
+        if 0 in t.dims:
+            return True
+    return False
+
+
+def _tensor_from_pb(path: Path) -> np.ndarray:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(t)
+
+
+def load_case(name: str):
+    """(model, feeds by graph input name, expected outputs) of data set 0; raises for non-tensor I/O."""
+    d = NODE_DIR / name
+    model = onnx.load(str(d / "model.onnx"))
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if not vi.type.HasField("tensor_type"):
+            raise ValueError(f"{vi.name} is not a tensor")
+    ds = d / "test_data_set_0"
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feeds = {n: _tensor_from_pb(ds / f"input_{i}.pb") for i, n in enumerate(names) if (ds / f"input_{i}.pb").exists()}
+    expected = [_tensor_from_pb(ds / f"output_{i}.pb") for i in range(len(model.graph.output))]
+    return model, feeds, expected
+
+
+def compare(expected: list, got: list) -> str | None:
+    """None when every output matches (dtype, shape, rtol/atol, NaN equal), else the first mismatch."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for i, (e, g) in enumerate(zip(expected, got)):
+        g = np.asarray(g)
+        if g.dtype != e.dtype or g.shape != e.shape:
+            return f"output {i}: got {g.dtype}{list(g.shape)}, expected {e.dtype}{list(e.shape)}"
+        try:
+            if e.dtype.kind in "fc":
+                np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+            else:
+                np.testing.assert_array_equal(g, e)
+        except AssertionError as err:
+            return f"output {i}: " + " ".join(str(err).split())[:300]
+    return None
+
+
+def build_case(name: str, op: str, out_dir: str, device) -> tuple[Case | None, str]:
+    """Build ``name`` into ``out_dir`` the way WebinferRep does, run it natively; (Case, "") if it passes."""
+    from webinfer.backend import HOST_MAX_ELEMENTS, host_input_names
+    from webinfer.build import build
+    from webinfer.runtime.inference import InferenceSession
+
+    try:
+        model, feeds, expected = load_case(name)
+        host = host_input_names(model)
+        baked = {n: v for n, v in feeds.items() if n in host and v.size <= HOST_MAX_ELEMENTS}
+        shutil.rmtree(out_dir, ignore_errors=True)
+        build(model, out_dir, input_values=baked)
+        session = InferenceSession(out_dir, device=device)
+        rest = {n: v for n, v in feeds.items() if n not in baked}
+        outputs = [o.name for o in session.get_outputs()]
+        got = session.run(outputs, rest)
+    except Exception as e:  # noqa: BLE001 - any failure means "not native-passing"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return None, f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    why = compare(expected, got)
+    if why:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return None, why
+    return Case(op, name, rest, expected, outputs), ""
+
+
+def encode(a: np.ndarray) -> dict:
+    a = np.asarray(a)  # not ascontiguousarray: it turns a 0-d array into shape (1,); tobytes() is C order
+    return {"dtype": str(a.dtype), "shape": list(a.shape),
+            "b64": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes()).decode()}
+
+
+def decode(v: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(v["b64"]), dtype=np.dtype(v["dtype"]).newbyteorder("<")).reshape(
+        v["shape"]).astype(v["dtype"])
+
+
+def build_site(site: str, wheel: str, ops: list[str]) -> tuple[list[Case], dict[str, list[str]], float]:
+    """Select + natively check one case per op, write the site; returns (cases, op -> tried, seconds)."""
+    from webinfer.runtime.native import NativeDevice
+    from webinfer.web import PYODIDE_FILES, pyodide_dir
+
+    t0 = time.perf_counter()
+    os.makedirs(site, exist_ok=True)
+    for name in ("index.html", "boot.mjs", "main.py"):
+        shutil.copyfile(SITE_TEMPLATE / name, os.path.join(site, name))
+    os.makedirs(os.path.join(site, "pyodide"), exist_ok=True)
+    for name in PYODIDE_FILES:
+        src = os.path.join(pyodide_dir(), name)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(site, "pyodide", name))
+    os.makedirs(os.path.join(site, "wheels"), exist_ok=True)
+    shutil.copy(wheel, os.path.join(site, "wheels"))
+
+    device = NativeDevice()
+    cases: list[Case] = []
+    no_native: dict[str, list[str]] = {}
+    for op, names in candidates(ops).items():
+        tried = []
+        for name in names[:MAX_TRIES]:
+            case, why = build_case(name, op, os.path.join(site, "cases", name), device)
+            if case is not None:
+                cases.append(case)
+                break
+            tried.append(f"{name} ({why})")
+        else:
+            no_native[op] = tried or ["no single-op node test on disk"]
+    spec = {"wheel": f"wheels/{os.path.basename(wheel)}",
+            "cases": [{"op": c.op, "name": c.name, "artifact": f"cases/{c.name}/",
+                       "inputs": {n: encode(v) for n, v in c.inputs.items()}} for c in cases]}
+    with open(os.path.join(site, "site.json"), "w") as f:
+        json.dump(spec, f)
+    return cases, no_native, time.perf_counter() - t0

@@ -61,7 +61,7 @@ def encode_inputs(inputs: dict) -> dict:
 
     out = {}
     for name, value in inputs.items():
-        a = np.ascontiguousarray(value)
+        a = np.asarray(value, order="C")
         out[name] = {"dtype": str(a.dtype), "shape": list(a.shape),
                      "b64": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes()).decode()}
     return out

@@ -316,6 +316,14 @@ def _worker(conn, quiet: bool) -> None:
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:  # pay the imports and the device creation before the first case's clock starts
+        import webinfer.backend  # noqa: F401
+        from webinfer.runtime.native import request_device
+
+        request_device()
+    except Exception:  # noqa: BLE001 - the cases will report it
+        pass
+    conn.send(("ready",))
     while True:
         try:
             case = conn.recv()
@@ -325,17 +333,22 @@ def _worker(conn, quiet: bool) -> None:
             return
         t0 = time.perf_counter()
         status, reason = run_case(case)
-        conn.send((case, status, reason, time.perf_counter() - t0))
+        conn.send(("result", status, reason, time.perf_counter() - t0))
 
 
 class _Slot:
+    """One worker process; ``case`` is the case it is running (its clock starts when it is handed over)."""
+
+    START_LIMIT = 180.0  # seconds a new worker may take to import and open the device
+
     def __init__(self, ctx, quiet: bool):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker, args=(child, quiet), daemon=True)
         self.proc.start()
         child.close()
+        self.ready = False
         self.case: str | None = None
-        self.started = 0.0
+        self.started = time.perf_counter()
         self.done = 0
 
     def give(self, case: str) -> None:
@@ -351,67 +364,77 @@ class _Slot:
     def stop(self) -> None:
         try:
             self.conn.send(None)
-        except (OSError, BrokenPipeError):
+        except OSError:
             pass
         self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.conn.close()
+        self.kill()
 
 
 def sweep(cases: list[str], jobs: int = 2, timeout: float = CASE_TIMEOUT, quiet: bool = True,
           progress=None) -> dict[str, Result]:
-    """Run ``cases`` in ``jobs`` worker processes, each case under a wall-clock limit."""
+    """Run ``cases`` in ``jobs`` worker processes, each case under a wall-clock limit.
+
+    A case that hangs is killed at ``timeout`` and its worker replaced; a worker that dies takes only
+    its current case with it. Workers are also replaced every ``RECYCLE_AFTER`` cases."""
     ctx = mp.get_context("spawn")
     todo = list(reversed(cases))
     results: dict[str, Result] = {}
     slots = [_Slot(ctx, quiet) for _ in range(max(1, min(jobs, len(cases))))]
+    failed_starts = 0
 
-    def finish(slot, status, reason, seconds):
+    def finish(slot: _Slot, status: str, reason: str, seconds: float) -> None:
         results[slot.case] = Result(slot.case, status, reason, seconds=seconds)
         if progress:
             progress(results[slot.case], len(results), len(cases))
         slot.case = None
 
     try:
-        for s in slots:
-            if todo:
-                s.give(todo.pop())
-        while any(s.case for s in slots):
-            busy = [s for s in slots if s.case]
+        while todo or any(s.case for s in slots):
             now = time.perf_counter()
-            left = min(s.started + timeout - now for s in busy)
-            ready = wait([s.conn for s in busy] + [s.proc.sentinel for s in busy], timeout=max(0.0, left))
+            limits = [s.started + (timeout if s.case else _Slot.START_LIMIT) - now for s in slots]
+            ready = wait([s.conn for s in slots] + [s.proc.sentinel for s in slots],
+                         timeout=max(0.0, min(limits)))
             for i, s in enumerate(slots):
-                if not s.case:
-                    continue
                 replace = False
                 if s.conn in ready:
                     try:
-                        _, status, reason, seconds = s.conn.recv()
+                        msg = s.conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg is None:
+                        s.proc.join(1)
+                        if s.case:
+                            finish(s, "fail", f"crash: worker exited with code {s.proc.exitcode}",
+                                   time.perf_counter() - s.started)
+                        else:
+                            failed_starts += 1
+                        replace = True
+                    elif msg[0] == "ready":
+                        s.ready = True
+                    else:
+                        _, status, reason, seconds = msg
                         finish(s, status, reason, seconds)
                         s.done += 1
                         replace = s.done >= RECYCLE_AFTER
-                    except (EOFError, OSError):
-                        code = s.proc.join(1) or s.proc.exitcode
-                        finish(s, "fail", f"crash: worker exited with code {code}", 0.0)
-                        replace = True
                 elif s.proc.sentinel in ready:
-                    finish(s, "fail", f"crash: worker exited with code {s.proc.exitcode}",
-                           time.perf_counter() - s.started)
-                    replace = True
-                elif time.perf_counter() - s.started > timeout:
-                    finish(s, "fail", f"timeout: over {timeout:.0f} s", timeout)
-                    s.kill()
-                    slots[i] = s = _Slot(ctx, quiet)
-                    replace = False
-                if replace:
-                    if s.proc.is_alive():
-                        s.stop()
+                    if s.case:
+                        finish(s, "fail", f"crash: worker exited with code {s.proc.exitcode}",
+                               time.perf_counter() - s.started)
                     else:
-                        s.kill()
+                        failed_starts += 1
+                    replace = True
+                elif s.case and time.perf_counter() - s.started > timeout:
+                    finish(s, "fail", f"timeout: over {timeout:g} s", timeout)
+                    replace = True
+                elif not s.ready and time.perf_counter() - s.started > _Slot.START_LIMIT:
+                    failed_starts += 1
+                    replace = True
+                if failed_starts > 3:
+                    raise RuntimeError("conformance workers fail to start (try --show-stderr)")
+                if replace:
+                    s.stop() if (s.proc.is_alive() and not s.case and s.ready) else s.kill()
                     slots[i] = s = _Slot(ctx, quiet)
-                if not s.case and todo:
+                if s.ready and not s.case and todo:
                     s.give(todo.pop())
     finally:
         for s in slots:

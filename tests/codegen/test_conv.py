@@ -24,6 +24,9 @@ CONV2D = [
     ((1, 2, 9, 8), (3, 2, 4, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 3]}),
     ((1, 2, 9, 8), (3, 2, 4, 3), {"auto_pad": "SAME_LOWER", "strides": [2, 1]}),
     ((3, 8, 5, 5), (16, 8, 1, 1), {}),
+    ((2, 8, 4, 6), (12, 8, 1, 1), {}),  # pointwise as a matmul with vec4 loads
+    ((1, 4, 7, 9), (32, 2, 3, 3), {"group": 2, "pads": [1, 2, 0, 1]}),  # vec4 weights, 16 channels/invocation
+    ((2, 3, 5, 6), (24, 3, 2, 3), {"strides": [2, 1], "dilations": [1, 2]}),  # vec4 weights, 8 channels
     ((1, 1, 1, 1), (1, 1, 1, 1), {}),
 ]
 
@@ -46,6 +49,8 @@ def test_conv_weight_as_input():
     ((2, 3, 17), (4, 3, 5), {"pads": [2, 1], "strides": [2]}),
     ((1, 4, 9), (4, 1, 3), {"group": 4, "dilations": [2]}),
     ((1, 2, 5, 6, 7), (3, 2, 3, 2, 3), {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 2]}),
+    ((1, 2, 4, 5, 3), (8, 2, 3, 2, 2), {"pads": [1, 1, 0, 1, 0, 1]}),
+    ((2, 8, 9), (4, 8, 1), {}),
     ((1, 4, 4, 5, 3), (4, 2, 2, 2, 2), {"group": 2, "auto_pad": "SAME_UPPER"}),
 ])
 def test_conv_1d_3d(xs, ws, attrs):
@@ -94,6 +99,7 @@ CONVT = [
     ((1, 2, 4, 5), (2, 3, 3, 2), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((2, 3, 7), (3, 4, 4), {"strides": [3], "pads": [1, 2]}),
     ((1, 2, 3, 4, 2), (2, 2, 2, 3, 2), {"strides": [2, 1, 2]}),
+    ((1, 3, 4, 5), (3, 8, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # vec4 weights
 ]
 
 

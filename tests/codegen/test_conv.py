@@ -152,3 +152,40 @@ def test_qlinear_conv(dt, per_channel):
 def test_conv_integer_per_channel_zero_point():
     x, w = q((1, 2, 5, 5), np.uint8), q((3, 2, 2, 2), np.uint8)
     check_node("ConvInteger", {"x": x, "w": w, "xz": q((), np.uint8), "wz": q((3,), np.uint8)})
+
+
+def test_conv_pool_symbolic_dims(tmp_path):
+    """Conv -> MaxPool -> GlobalAveragePool built once with symbolic N, H, W; run at two sizes."""
+    import onnx
+
+    from webinfer import InferenceSession
+    from webinfer.build import build
+
+    w, b = f32((8, 3, 3, 3)), f32((8,))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"])]
+    g = helper.make_graph(nodes, "sym", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("p", onnx.TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    build(model, str(tmp_path))
+    sess = InferenceSession(str(tmp_path))
+    from onnx.reference import ReferenceEvaluator
+
+    for shape in [(1, 3, 16, 12), (2, 3, 23, 9)]:
+        x = f32(shape)
+        got = sess.run(["y", "p"], {"x": x})
+        ref = ReferenceEvaluator(model).run(["y", "p"], {"x": x})
+        for gv, rv in zip(got, ref):
+            assert gv.shape == rv.shape
+            np.testing.assert_allclose(gv, rv, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("shape,outputs", [((3, 4, 5, 6), 3), ((2, 3, 7), 3), ((4, 2, 3, 3), 1)])
+def test_batchnorm_training_mode(shape, outputs):
+    c = shape[1]
+    inits = {"s": f32((c,)), "b": f32((c,)), "m": f32((c,)), "v": f32((c,), 0.5, 2.0)}
+    check_node("BatchNormalization", {"x": f32(shape, -3, 3)}, n_outputs=outputs, initializers=inits, opset=15,
+               training_mode=1, momentum=0.8, epsilon=1e-4)

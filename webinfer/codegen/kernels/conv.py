@@ -12,10 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import dims as D
+from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
 from .matmul import Operand, matmul, requantize
+from .reduce import row_kernel, sum_stat
 
 WG = 64
 # With constant f32 weights and output channels per group a multiple of 4, weights load as vec4 and one
@@ -255,13 +257,13 @@ def integer_conv(ctx, xz_index: int, wz_index: int, bias, out) -> None:
 def lower_batchnorm(ctx) -> None:
     """Inference mode: y = x * scale' + shift' per channel. With constant weights scale'/shift' are folded
     at build time; otherwise the whole formula runs in the elementwise kernel."""
-    if int(ctx.attr("training_mode", 0)):
-        raise ctx.unsupported("BatchNormalization in training mode")
     x = ctx.inputs[0]
     eps = float(ctx.attr("epsilon", 1e-5))
     per_channel = (x.shape[1],) + (1,) * (x.rank - 2) if x.rank > 1 else (x.shape[0],)
     weights = ctx.inputs[1:5]
     out = ctx.output(0, x.dtype, x.shape)
+    if int(ctx.attr("training_mode", 0)):
+        weights[2:4] = batch_statistics(ctx, x)
     if all(t.value is not None for t in weights):
         s, b, mean, var = (t.value.astype(np.float64) for t in weights)
         scale = s / np.sqrt(var + eps)
@@ -273,6 +275,23 @@ def lower_batchnorm(ctx) -> None:
     eps_lit = repr(float(np.float32(eps))) + "f"
     expr = lambda c, a, it, ot: f"(({a[0]} - {a[3]}) / sqrt({a[4]} + {eps_lit}) * {a[1]} + {a[2]})"  # noqa: E731
     elementwise(ctx, expr, [x] + views, out)
+
+
+def batch_statistics(ctx, x) -> list:
+    """Training mode: the batch's per-channel mean and (population) variance, on the GPU; the running
+    statistics (outputs 1 and 2) blend them with the inputs' by ``momentum``."""
+    c = x.shape[1]
+    mean, var = ctx.temp(x.dtype, (c,)), ctx.temp(x.dtype, (c,))
+    stats = [sum_stat("f32", "f32(v)", "{a} / f32(n_R)"),
+             sum_stat("f32", "(f32(v) - s0) * (f32(v) - s0)", "{a} / f32(n_R)")]
+    row_kernel(ctx, x, [a for a in range(x.rank) if a != 1], stats, row_outs=[("m", mean, "s0"), ("vr", var, "s1")])
+    mom = float(ctx.attr("momentum", 0.9))
+    keep, take = wgsl_literal(mom, "f32"), wgsl_literal(1.0 - mom, "f32")
+    blend = lambda c_, a, it, ot: f"({a[0]} * {keep} + {a[1]} * {take})"  # noqa: E731
+    for i, (running, batch) in enumerate(((ctx.inputs[3], mean), (ctx.inputs[4], var)), start=1):
+        if i < len(ctx.node.outputs) and ctx.node.outputs[i].name:
+            elementwise(ctx, blend, [running, batch], ctx.output(i, x.dtype, (c,)))
+    return [mean, var]
 
 
 def _const(ctx, value: np.ndarray):

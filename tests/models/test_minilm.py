@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from model_compare import assert_close_to_peak
+from model_compare import assert_close_to_peak, assert_data_on_gpu
 
 from webinfer.build import build
 from webinfer.runtime.inference import InferenceSession
@@ -39,10 +39,11 @@ def tokenize(tokenizer_json: str, length: int) -> dict[str, np.ndarray]:
 def sessions(minilm_dir, tmp_path_factory):
     path = str(minilm_dir / "model.onnx")
     out = tmp_path_factory.mktemp("minilm")
-    manifest = build(path, str(out))
+    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"))
+    assert_data_on_gpu(out / "lowered.onnx", manifest)
     assert set(manifest["dims"]) >= {"sequence"}, f"sequence dim not symbolic: {manifest['dims']}"
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return InferenceSession(str(out)), ref
+    return InferenceSession(str(out / "artifact")), ref
 
 
 @pytest.mark.parametrize("length", [128, 23])

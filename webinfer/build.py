@@ -73,6 +73,7 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None) -
             "grid": [D.to_json(g) for g in s.grid],
             "label": s.label,
             "node": s.node,
+            **({"when": [s.when[0], D.to_json(s.when[1]), int(s.when[2])]} if s.when else {}),
         })
     manifest = {
         "producer": f"webinfer {__version__}",

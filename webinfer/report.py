@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import dims as D
 from .runtime.memory import lifetimes, plan_slots
+from .runtime.session import step_runs
 
 
 def _numel(shape, env) -> int:
@@ -34,7 +35,7 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
         # ONNX nodes in: before the graph passes when they ran.
         "nodes": (manifest["passes"][0]["nodes_before"] if manifest.get("passes")
                   else len(manifest.get("placement", []))),
-        "kernels": len(manifest["steps"]),
+        "kernels": sum(step_runs(s, env) for s in manifest["steps"]),
         "peak_bytes": sum(slot_sizes),
         "naive_bytes": sum(sizes.values()),
         "weight_bytes": sum(_numel(t["shape"], {}) * 4 for t in tensors if t["kind"] == "weight"),

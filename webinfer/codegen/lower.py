@@ -18,7 +18,7 @@ from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
 from . import emit
 from .program import Program, Step, Tensor
-from .registry import LOWERINGS, load_all
+from .registry import LOWERINGS, WEBINFER_DOMAIN, load_all, op_key
 
 HOST_MAX_ELEMENTS = 64
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -127,10 +127,15 @@ class LowerContext:
         return self._l.program.new_tensor(dtype, tuple(shape))
 
     def dispatch(self, template: str, reads: dict, writes: dict, *, work: Dim | None = None,
-                 grid: tuple | None = None, params: dict | None = None, wg: int = 256, **tctx) -> None:
-        """Emit one kernel. ``work`` is a count of invocations for 1-D kernels (grid derived)."""
+                 grid: tuple | None = None, params: dict | None = None, wg: int = 256,
+                 when: tuple | None = None, **tctx) -> None:
+        """Emit one kernel. ``work`` is a count of invocations for 1-D kernels (grid derived).
+
+        ``when=("eq"|"ne", dim, value)`` makes the step conditional on the bound dims (e.g. a GEMV that
+        runs only when the row count is 1, beside a GEMM that runs otherwise); the run skips it else.
+        """
         self._l.dispatch(template, reads, writes, work=work, grid=grid, params=params or {}, wg=wg,
-                         label=f"{template.split('.')[0]}:{self.op}", node=self.index, tctx=tctx)
+                         label=f"{template.split('.')[0]}:{self.op}", node=self.index, tctx=tctx, when=when)
 
 
 class Lowerer:
@@ -204,11 +209,11 @@ class Lowerer:
 
     def lower_node(self, node: ir.Node, index: int) -> None:
         ctx = LowerContext(self, node, index)
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx", WEBINFER_DOMAIN):
             raise UnsupportedOpError(f"{node.domain}.{node.op_type} (node {ctx.describe()}): custom domain not supported")
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             raise ctx.unsupported("control flow with subgraphs is not supported")
-        fn = LOWERINGS.get(node.op_type)
+        fn = LOWERINGS.get(op_key(node.domain, node.op_type))
         if fn is None:
             raise UnsupportedOpError(f"unsupported op {node.op_type} (node {ctx.describe()})")
         self.steps_of_node = 0
@@ -247,7 +252,8 @@ class Lowerer:
             return out
         return t
 
-    def dispatch(self, template, reads, writes, *, work, grid, params, wg, label, node, tctx) -> None:
+    def dispatch(self, template, reads, writes, *, work, grid, params, wg, label, node, tctx,
+                 when: tuple | None = None) -> None:
         reads = {k: self.materialize(v) for k, v in reads.items()}
         lim = self.limits
         if len(reads) + len(writes) > lim["max_storage_buffers"]:
@@ -277,7 +283,7 @@ class Lowerer:
         if self.validator:
             self.validator.validate(wgsl, label)
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
-                                       tuple(grid), node=str(node), label=label))
+                                       tuple(grid), node=str(node), label=label, when=when))
         self.steps_of_node += 1
 
 

@@ -62,6 +62,7 @@ class Step:
     grid: tuple[Dim, Dim, Dim]
     node: str = ""  # index of the ONNX node it came from, for reports
     label: str = ""  # kernel family + op, for profiles
+    when: tuple | None = None  # ("eq"|"ne", dim, value): run only when the bound dims satisfy it
 
 
 @dataclass

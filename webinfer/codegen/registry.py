@@ -10,17 +10,29 @@ from collections.abc import Callable
 LOWERINGS: dict[str, Callable] = {}
 
 
-def lowering(*op_types: str):
-    """Register ``fn(ctx)`` as the lowering of the given op types (default ONNX domain)."""
+WEBINFER_DOMAIN = "webinfer"
+
+
+def lowering(*op_types: str, domain: str = ""):
+    """Register ``fn(ctx)`` as the lowering of the given op types.
+
+    ONNX ops are keyed by their name; ops of webinfer's own domain (fused ops written by graph passes)
+    by ``"webinfer:Name"``.
+    """
 
     def register(fn):
         for op in op_types:
-            if op in LOWERINGS:
-                raise RuntimeError(f"op {op} registered twice")
-            LOWERINGS[op] = fn
+            key = op_key(domain, op)
+            if key in LOWERINGS:
+                raise RuntimeError(f"op {key} registered twice")
+            LOWERINGS[key] = fn
         return fn
 
     return register
+
+
+def op_key(domain: str, op_type: str) -> str:
+    return op_type if domain in ("", "ai.onnx") else f"{domain}:{op_type}"
 
 
 def load_all() -> None:

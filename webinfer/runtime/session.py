@@ -124,9 +124,9 @@ class SessionCore:
         buffers, owned = self._allocate(numel, base)
         dispatches = []
         for step, pipeline in zip(self.steps, self.step_pipelines):
-            grid = tuple(D.evaluate(g, env) for g in step["grid"])
-            if 0 in grid:
+            if not step_runs(step, env):
                 continue
+            grid = tuple(D.evaluate(g, env) for g in step["grid"])
             if max(grid) > 65535:
                 raise WebinferError(f"kernel {step['label']} needs {max(grid)} workgroups at these dims")
             entries = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
@@ -207,6 +207,16 @@ class SessionCore:
         return results
 
 
+def step_runs(step: dict, env: dict) -> bool:
+    """Whether a step dispatches at these dims: its ``when`` condition holds and its grid is not empty."""
+    when = step.get("when")
+    if when is not None:
+        op, expr, value = when
+        if (D.evaluate(expr, env) == value) != (op == "eq"):
+            return False
+    return all(D.evaluate(g, env) > 0 for g in step["grid"])
+
+
 def _numel(t: dict):
     """The element count of a manifest tensor, as a serialised dim expression."""
     shape = t["shape"]
@@ -236,4 +246,4 @@ def run_sync(coro):
     raise RuntimeError("native run suspended unexpectedly")
 
 
-__all__ = ["SessionCore", "IOInfo", "run_sync", "DTYPES"]
+__all__ = ["SessionCore", "IOInfo", "run_sync", "step_runs", "DTYPES"]

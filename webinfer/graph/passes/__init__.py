@@ -12,13 +12,17 @@ from __future__ import annotations
 from . import cancel, conv_bn, cse, dce, fold_constants, identity, matmul_gemm
 
 # Order matters a little: folding first exposes constants; identity/cse before the pair rules expose
-# adjacent pairs; dce last sweeps whatever the others left unused.
-PASSES = {
+# adjacent pairs. Model-specific rewrites that the build asks for (the LLM's KV cache and attention,
+# see graph/optimize.py) run between the clean-up and the fusions, so that they match the exporter's
+# spelling before elementwise chains are merged; dce last sweeps whatever the others left unused.
+CLEANUP = {
     "fold_constants": fold_constants.run,
     "identity": identity.run,
     "cse": cse.run,
     "cancel": cancel.run,
     "conv_bn": conv_bn.run,
     "matmul_gemm": matmul_gemm.run,
-    "dce": dce.run,
 }
+FUSIONS: dict = {}
+FINAL = {"dce": dce.run}
+PASSES = {**CLEANUP, **FUSIONS, **FINAL}

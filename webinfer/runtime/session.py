@@ -31,7 +31,9 @@ class IOInfo:
 
 
 class SessionCore:
-    def __init__(self, manifest: dict, shaders: list[str], read_shard, device):
+    def __init__(self, manifest: dict, shaders: list[str], read_shard, device, weights: dict | None = None):
+        """``weights``: tensor id -> GPU buffer already holding that weight (the browser's JS loader writes
+        shards straight into GPU buffers, so they never pass through Python); ``read_shard`` is then unused."""
         self.manifest = manifest
         self.device = device
         self.tensors = manifest["tensors"]
@@ -44,7 +46,7 @@ class SessionCore:
             if key not in self._pipelines:
                 self._pipelines[key] = device.create_pipeline(shaders[step["shader"]], writes, bool(step["uniforms"]))
             self.step_pipelines.append(self._pipelines[key])
-        self.weights = self._upload_weights(read_shard)
+        self.weights = self._upload_weights(read_shard) if weights is None else self._check_weights(weights)
         self._plans: dict[tuple, dict] = {}
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -63,6 +65,13 @@ class SessionCore:
                 self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])
             buffers[tid] = buf
         return buffers
+
+    def _check_weights(self, weights: dict) -> dict[int, object]:
+        want = {tid for tid, t in enumerate(self.tensors) if t["kind"] == "weight"}
+        missing = sorted(want - set(weights))
+        if missing:
+            raise WebinferError(f"pre-uploaded weights lack {len(missing)} weight tensor(s), e.g. {missing[:4]}")
+        return {tid: weights[tid] for tid in want}
 
     def get_inputs(self) -> list[IOInfo]:
         return [self._io(io) for io in self.manifest["inputs"]]

@@ -128,15 +128,15 @@ def weight_layout(ctx, w, cs: ConvShape, transpose: bool):
 
 
 @lowering("Conv")
-def lower_conv(ctx) -> None:
+def lower_conv(ctx, **epilogue) -> None:
     x, w = ctx.inputs[0], ctx.inputs[1]
     cs = conv_shape(ctx, w, False)
     win = window(ctx, list(x.shape[2:]), cs.kernel)
     bias = ctx.inputs[2] if ctx.has_input(2) else None
     if _pointwise(cs, win):
-        pointwise_conv(ctx, x, w, bias, cs, win)
+        pointwise_conv(ctx, x, w, bias, cs, win, **epilogue)
         return
-    conv(ctx, x, w, bias, x.dtype, win, cs)
+    conv(ctx, x, w, bias, x.dtype, win, cs, **epilogue)
 
 
 def _pointwise(cs: ConvShape, win: Window) -> bool:
@@ -144,13 +144,14 @@ def _pointwise(cs: ConvShape, win: Window) -> bool:
             and all(p == 0 for p in win.pads + win.ends))
 
 
-def pointwise_conv(ctx, x, w, bias, cs: ConvShape, win: Window) -> None:
+def pointwise_conv(ctx, x, w, bias, cs: ConvShape, win: Window, **epilogue) -> None:
     """A 1x1 conv is a matmul per image: out[n] = W[Cout, Cin] @ x[n][Cin, P] (+ bias per row)."""
     out = ctx.output(0, x.dtype, (x.shape[0], cs.cout) + tuple(win.out))
     npix = D.product(x.shape[2:])
     opw = Operand(w, cs.cin_g, 1)
     opx = Operand(x, npix, 1, (x.shape[0],), D.mul(cs.cin_g, npix))
-    matmul(ctx, opw, opx, out, cs.cout, npix, cs.cin_g, c=(bias, 1, 0) if bias is not None else None, beta=1.0)
+    matmul(ctx, opw, opx, out, cs.cout, npix, cs.cin_g, c=(bias, 1, 0) if bias is not None else None, beta=1.0,
+           **epilogue)
 
 
 @lowering("ConvTranspose")
@@ -192,8 +193,10 @@ def transpose_window(ctx, in_sp, kernel) -> Window:
 
 
 def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpose: bool = False,
-         x_zero: str | None = None, w_zero: str | None = None, extra: dict | None = None, out=None) -> None:
-    """out[n, co, p] = sum over the group's channels and window of x * w (+ bias); see the module doc."""
+         x_zero: str | None = None, w_zero: str | None = None, extra: dict | None = None, out=None,
+         epilogue: str = "acc", epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
+    """out[n, co, p] = sum over the group's channels and window of x * w (+ bias); see the module doc.
+    ``epilogue`` is a WGSL expression over ``acc`` (bias added), ``co`` and ``idx`` (fused.py)."""
     r = x.rank - 2
     if r < 1 or r > 3:
         raise ctx.unsupported(f"convolution over {r} spatial dims")
@@ -209,11 +212,14 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
     reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
     if bias is not None:
         reads["bias"] = ctx.gpu(bias)
-    reads.update({k: ctx.gpu(t) for k, t in (extra or {}).items()})
+    reads.update({k: ctx.gpu(t) for k, t in {**(extra or {}), **(extra_reads or {})}.items()})
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, co, 0u, idx)"
     grid = (D.ceildiv(npix, tp * WG), cs.cout // tc, x.shape[0])
     ctx.dispatch("conv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, rank=r, tc=tc, tp=tp,
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
-                 epilogue="acc", transpose=transpose, wvec=wvec, vec4_vars=["w"] if wvec else [])
+                 epilogue=epilogue, epilogue_fn=epilogue_fn, transpose=transpose, wvec=wvec,
+                 vec4_vars=["w"] if wvec else [])
 
 
 @lowering("ConvInteger")

@@ -85,13 +85,15 @@ class Operand:
 
 
 def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta=0.0, epilogue=None,
-           zero_points=(None, None), acc_type: str | None = None) -> None:
+           zero_points=(None, None), acc_type: str | None = None, epilogue_fn: str = "",
+           extra_reads: dict | None = None) -> None:
     """Emit ``out[batch, m, n] = alpha * A @ B (+ beta * C)``; ``out`` is contiguous [batch..., m, n].
 
     ``c``: (tensor, stride_m, stride_n) broadcast over the output, or None. ``epilogue``: a WGSL expression
     over ``acc``, ``row``, ``col`` replacing the alpha/beta epilogue. ``zero_points``: for A and B, None or
     (tensor, period) subtracted on load: per row of A / column of B (index modulo ``period``), or one value
-    when ``period`` is None.
+    when ``period`` is None. ``epilogue_fn``/``extra_reads``: WGSL functions the epilogue calls (over
+    ``acc``, ``row``, ``col`` and ``idx``, the output's linear index) and the tensors they read (fused.py).
     """
     out_batch = broadcast_shapes([a.batch_shape, b.batch_shape])
     nb = D.product(out_batch)
@@ -107,6 +109,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     if c is not None:
         reads["c"] = ctx.gpu(c[0])
         params.update({"scm": c[1], "scn": c[2]})
+    reads.update({name: ctx.gpu(t) for name, t in (extra_reads or {}).items()})
     zero = {}
     for name, zp in zip("ab", zero_points):
         if zp is not None:
@@ -116,6 +119,8 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
                 params[name + "z_mod"] = zp[1]
     if epilogue is None:
         epilogue = _gemm_epilogue(ct, alpha, beta if c is not None else 0.0, c is not None)
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, row, col, idx)"
     t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct))
     grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
     vec = t.vec
@@ -123,7 +128,8 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
-                 epilogue=epilogue, has_c=c is not None, zero=zero, vec=vec, vec4_vars=["a", "b"] if vec else [],
+                 epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec,
+                 vec4_vars=["a", "b"] if vec else [],
                  m_even=_divides(t.tm, m),
                  n_even=_divides(t.tn, n))
 
@@ -154,10 +160,10 @@ def matrix_shape(shape):
 
 
 @lowering("MatMul")
-def lower_matmul(ctx) -> None:
+def lower_matmul(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
-    matmul_into(ctx, a, b, out)
+    matmul_into(ctx, a, b, out, **epilogue)
 
 
 def matmul_shape(ctx, a, b) -> tuple:
@@ -276,7 +282,7 @@ def view(ctx, t, shape):
 
 
 @lowering("Gemm")
-def lower_gemm(ctx) -> None:
+def lower_gemm(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     ta, tb = int(ctx.attr("transA", 0)), int(ctx.attr("transB", 0))
     if a.rank != 2 or b.rank != 2:
@@ -297,7 +303,7 @@ def lower_gemm(ctx) -> None:
         strides = broadcast_strides(ct.shape, (m, n))
         c = (ct, strides[0], strides[1])
     matmul(ctx, opa, opb, out, m, n, k, alpha=float(ctx.attr("alpha", 1.0)), c=c,
-           beta=float(ctx.attr("beta", 1.0)))
+           beta=float(ctx.attr("beta", 1.0)), **epilogue)
 
 
 def _weight(ctx, value: np.ndarray):

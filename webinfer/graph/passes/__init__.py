@@ -9,7 +9,17 @@ broadcasting) are explicit and tested here.
 
 from __future__ import annotations
 
-from . import cancel, conv_bn, cse, dce, fold_constants, identity, matmul_gemm
+from . import (
+    cancel,
+    conv_bn,
+    cse,
+    dce,
+    fold_constants,
+    fuse_elementwise,
+    fuse_epilogue,
+    identity,
+    matmul_gemm,
+)
 
 # Order matters a little: folding first exposes constants; identity/cse before the pair rules expose
 # adjacent pairs. Model-specific rewrites that the build asks for (the LLM's KV cache and attention,
@@ -23,6 +33,11 @@ CLEANUP = {
     "conv_bn": conv_bn.run,
     "matmul_gemm": matmul_gemm.run,
 }
-FUSIONS: dict = {}
+# Fusions (see docs/architecture.md, "Fusions"): elementwise chains first, so that an epilogue arrives as
+# one program that the matmul/conv pass can take whole.
+FUSIONS: dict = {
+    "fuse_elementwise": fuse_elementwise.run,
+    "fuse_epilogue": fuse_epilogue.run,
+}
 FINAL = {"dce": dce.run}
 PASSES = {**CLEANUP, **FUSIONS, **FINAL}

@@ -1,0 +1,87 @@
+"""MatMul / Gemm / Conv followed by elementwise work -> one kernel that applies it before storing.
+
+The base op's output must have a single consumer: an elementwise node of our table (bias Add, Relu,
+HardSwish, Clip, ...) or a ``FusedElementwise`` (fuse_elementwise runs first, so a bias + GELU or a bias
++ residual Add arrive as one program). The result is ``webinfer.FusedMatMul`` / ``FusedGemm`` /
+``FusedConv``: the base op's inputs and attributes, then the program's other inputs, and the program with
+input 0 standing for the base op's result. The consumer's output must keep the base op's shape (a
+per-channel gate multiplying a bigger tensor is not an epilogue). The lowering (codegen/kernels/fused.py)
+runs the program inside the matmul/conv kernel when each extra input is a scalar, a per-channel or
+per-column vector or an output-shaped tensor, and as a second kernel otherwise.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ...codegen.registry import WEBINFER_DOMAIN
+from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
+from ._util import replace_value
+
+BASES = {"MatMul": ("FusedMatMul", 2), "Gemm": ("FusedGemm", 3), "Conv": ("FusedConv", 3)}
+MAX_EXTRA_BOUND = 3  # a, b, bias + 3 extras + out stays within WebGPU's 8 storage buffers
+
+
+def _consumer(value: ir.Value) -> ir.Node | None:
+    nodes = {id(u.node): u.node for u in value.uses()}
+    if len(nodes) != 1 or value.is_graph_output():
+        return None
+    return next(iter(nodes.values()))
+
+
+def _same_shape(a: ir.Value, b: ir.Value) -> bool:
+    """False when the shapes are known to differ (unknown dims are checked again by the lowering)."""
+    if a.shape is None or b.shape is None:
+        return a.shape is b.shape
+    if len(a.shape) != len(b.shape):
+        return False
+    return all(x == y for x, y in zip(a.shape.dims, b.shape.dims) if isinstance(x, int) and isinstance(y, int))
+
+
+def _program_of(node: ir.Node) -> tuple[Program, list[ir.Value]] | None:
+    if node.domain == WEBINFER_DOMAIN and node.op_type == "FusedElementwise":
+        return Program.from_node(node, len(node.inputs)), list(node.inputs)
+    if not fusable(node):
+        return None
+    inputs = []
+    for v in node.inputs:
+        if v is not None and all(v is not w for w in inputs):
+            inputs.append(v)
+    return Program.from_nodes([node], inputs), inputs
+
+
+def fuse(graph: ir.Graph, base: ir.Node) -> bool:
+    name, n_base = BASES[base.op_type]
+    out = base.outputs[0]
+    consumer = _consumer(out) if out.dtype in FLOAT_TYPES else None
+    found = _program_of(consumer) if consumer is not None and consumer.graph is graph else None
+    if found is None or not _same_shape(out, consumer.outputs[0]):
+        return False
+    program, inputs = found
+    extras = [v for v in inputs if v is not out]
+    if bound_count(extras) > MAX_EXTRA_BOUND or consumer.outputs[0].dtype != out.dtype:
+        return False
+    mapping = [0 if v is out else 1 + extras.index(v) for v in inputs]
+    program = program.remap(mapping, 1 + len(extras))
+    base_inputs = list(base.inputs) + [None] * (n_base - len(base.inputs))
+    attrs = [ir.Attr(k, a.type, a.value) for k, a in base.attributes.items()] + program.to_attributes()
+    fused = ir.Node(WEBINFER_DOMAIN, name, base_inputs + extras, attributes=attrs,
+                    name=base.name or consumer.name, num_outputs=1)
+    graph.insert_before(consumer, fused)  # the extras may be produced after the base op
+    new, old = fused.outputs[0], consumer.outputs[0]
+    new.dtype, new.shape = old.dtype, old.shape
+    replace_value(graph, old, new)
+    graph.remove(consumer, safe=True)
+    graph.remove(base, safe=True)
+    return True
+
+
+def run(model: ir.Model) -> int:
+    graph = model.graph
+    count = 0
+    for node in list(graph):
+        if node.graph is graph and node.domain in ("", "ai.onnx") and node.op_type in BASES:
+            if fuse(graph, node):
+                use_webinfer_domain(model)
+                count += 1
+    return count

@@ -15,8 +15,10 @@ from . import (
     cse,
     dce,
     fold_constants,
+    fuse_activations,
     fuse_elementwise,
     fuse_epilogue,
+    fuse_norms,
     identity,
     matmul_gemm,
 )
@@ -33,9 +35,12 @@ CLEANUP = {
     "conv_bn": conv_bn.run,
     "matmul_gemm": matmul_gemm.run,
 }
-# Fusions (see docs/architecture.md, "Fusions"): elementwise chains first, so that an epilogue arrives as
-# one program that the matmul/conv pass can take whole.
+# Fusions (see docs/architecture.md, "Fusions"): norms and activations are recognised first (their
+# primitives are elementwise too), then elementwise chains, so that an epilogue arrives as one program
+# that the matmul/conv pass can take whole.
 FUSIONS: dict = {
+    "fuse_norms": fuse_norms.run,
+    "fuse_activations": fuse_activations.run,
     "fuse_elementwise": fuse_elementwise.run,
     "fuse_epilogue": fuse_epilogue.run,
 }

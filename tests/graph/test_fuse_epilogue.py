@@ -1,0 +1,56 @@
+"""fuse_epilogue: bias, activations and residual Adds after MatMul / Gemm / Conv run inside the matmul or
+conv kernel. Outputs are checked against ReferenceEvaluator on the original graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx.helper as h
+from fusion_util import after_pass, model, randn, run_checked
+
+FUSIONS = ("fuse_elementwise", "fuse_epilogue")
+
+
+def test_matmul_bias_relu_residual_is_one_kernel():
+    nodes = [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("Add", ["bias", "a"], ["b"]),
+             h.make_node("Relu", ["b"], ["c"]), h.make_node("Add", ["c", "r"], ["out"])]
+    feeds = {"x": randn(2, 5, 8), "r": randn(2, 5, 12)}
+    p = model(nodes, feeds, ["out"], {"w": randn(8, 12), "bias": randn(12)})
+    assert after_pass(p, *FUSIONS) == ["FusedMatMul"]
+    assert run_checked(p, feeds) == {"FusedMatMul": 1}
+
+
+def test_gemm_with_c_and_hard_sigmoid():
+    nodes = [h.make_node("Gemm", ["x", "w", "c"], ["a"], transB=1, alpha=0.5),
+             h.make_node("HardSigmoid", ["a"], ["out"], alpha=0.3, beta=0.4)]
+    feeds = {"x": randn(3, 6)}
+    p = model(nodes, feeds, ["out"], {"w": randn(5, 6), "c": randn(5)})
+    assert run_checked(p, feeds) == {"FusedGemm": 1}
+
+
+def test_conv_bias_hardswish_and_clip_epilogues():
+    nodes = [h.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), h.make_node("Add", ["a", "b1"], ["b"]),
+             h.make_node("HardSwish", ["b"], ["c"]),
+             h.make_node("Conv", ["c", "w2", "b2"], ["d"]), h.make_node("Clip", ["d", "lo", "hi"], ["out"])]
+    feeds = {"x": randn(2, 3, 9, 7)}
+    inits = {"w1": randn(8, 3, 3, 3), "b1": randn(1, 8, 1, 1), "w2": randn(4, 8, 1, 1), "b2": randn(4),
+             "lo": np.float32(-0.5), "hi": np.float32(0.7)}
+    p = model(nodes, feeds, ["out"], inits)
+    assert after_pass(p, *FUSIONS) == ["FusedConv", "FusedConv"]
+    assert run_checked(p, feeds) == {"FusedConv": 2}
+
+
+def test_extra_input_the_kernel_cannot_index_falls_back_to_two_kernels():
+    nodes = [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("Mul", ["a", "g"], ["out"])]
+    feeds = {"x": randn(2, 5, 8), "g": randn(2, 1, 12)}  # per (batch, column): not a single axis
+    p = model(nodes, feeds, ["out"], {"w": randn(8, 12)})
+    assert after_pass(p, *FUSIONS) == ["FusedMatMul"]
+    assert run_checked(p, feeds) == {"FusedMatMul": 2}
+
+
+def test_not_fused_when_output_is_reused_or_broadcast_bigger():
+    nodes = [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("Relu", ["a"], ["y"]),
+             h.make_node("Conv", ["z", "k"], ["c"]), h.make_node("Mul", ["big", "c"], ["gated"])]
+    feeds = {"x": randn(4, 8), "z": randn(1, 6, 1, 1), "big": randn(1, 6, 5, 5)}
+    p = model(nodes, feeds, ["a", "y", "gated"], {"w": randn(8, 3), "k": randn(6, 6, 1, 1)})
+    assert after_pass(p, *FUSIONS) == ["MatMul", "Relu", "Conv", "Mul"]
+    run_checked(p, feeds)

@@ -16,28 +16,42 @@ from .codegen.program import Program
 from .dtypes import I32_MAX, I32_MIN
 from .dtypes import dtype as get_dtype
 from .errors import WebinferError
+from .graph import llm
 from .graph.importer import import_model
 from .graph.optimize import optimize as optimize_graph
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
           input_values: dict | None = None, validate: bool = True, progress: bool = False,
-          optimize: bool = True, save_optimized: str | None = None) -> dict:
+          optimize: bool = True, save_optimized: str | None = None, max_seq: int | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
-    graph that is lowered as ONNX.
+    graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
+    (graph/llm): an in-place KV cache of ``max_seq`` positions (default 1024), on-GPU sampling, and its
+    tokenizer files as assets.
     """
     t0 = time.perf_counter()
     ir_model = import_model(model)
-    passes = optimize_graph(ir_model) if optimize else []
+    try:
+        rewrites = llm.generation_rewrites(ir_model, max_seq)
+    except ValueError as e:
+        raise WebinferError(str(e)) from None
+    if rewrites:
+        batch = llm.batch_dim(ir_model)
+        dims = {batch: 1, **(dims or {})} if batch else dims
+    try:
+        passes = optimize_graph(ir_model, None if optimize else [], rewrites) if optimize or rewrites else []
+    except (llm.kv_cache.KVCacheError, llm.head.HeadError) as e:
+        raise WebinferError(f"cannot build for generation: {e}") from None
     if save_optimized:
         import onnx_ir as ir
 
         ir.save(ir_model, save_optimized)
     program = Lowerer(ir_model, target=target, dim_values=dims, input_values=input_values,
                       validate=validate, progress=progress).run()
-    manifest = write_artifact(program, out_dir, passes=passes)
+    assets = llm.tokenizer_assets(model) if rewrites else {}
+    manifest = write_artifact(program, out_dir, passes=passes, assets=assets)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 
@@ -47,17 +61,24 @@ def gpu_bytes(value: np.ndarray, what: str) -> bytes:
     storage = get_dtype(str(value.dtype)).storage
     if storage == "f32":
         return np.ascontiguousarray(value, dtype=np.float32).tobytes()
+    if value.dtype == np.uint32:  # packed words (quantized weights) use all 32 bits
+        return np.ascontiguousarray(value).tobytes()
     if value.dtype.kind in "iu" and value.size and (value.min() < I32_MIN or value.max() > I32_MAX):
         raise WebinferError(f"{what}: integer constant outside the int32 range used on the GPU")
     return np.ascontiguousarray(value, dtype=np.int32 if storage == "i32" else np.uint32).tobytes()
 
 
-def write_artifact(program: Program, out_dir: str, passes: list | None = None) -> dict:
+def write_artifact(program: Program, out_dir: str, passes: list | None = None,
+                   assets: dict[str, bytes] | None = None) -> dict:
     writer = ArtifactWriter(out_dir)
+    for name, data in (assets or {}).items():
+        writer.add_asset(name, data)
     tensors = []
     for t in program.tensors:
         entry = {"dtype": t.dtype, "shape": [D.to_json(d) for d in t.shape], "kind": t.kind,
                  "alias": t.alias.id if t.alias is not None else None}
+        if t.capacity is not None:
+            entry["capacity"] = list(t.capacity)
         if t.kind == "weight":
             entry["chunks"] = writer.add_weight(gpu_bytes(t.value, f"constant {t.name or t.id}"))
         elif t.kind == "const" or t.sym is not None:
@@ -80,6 +101,8 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None) -
         "dims": program.dims,
         "inputs": [{"name": n, "tensor": t.id} for n, t in program.inputs],
         "outputs": [{"name": n, "tensor": t.id} for n, t in program.outputs],
+        "states": [{"name": n, "tensor": t.id} for n, t in program.states],
+        "bounds": program.bounds,
         "tensors": tensors,
         "steps": steps,
         "placement": program.placement,

@@ -133,6 +133,8 @@ class ShaderValidator:
         try:
             self._device.create_shader_module(code=wgsl)
         except Exception as e:  # wgpu raises GPUValidationError with naga's message
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+            first = next((ln for ln in lines if "error" in ln.lower() and ln != "Validation Error"),
+                         lines[0] if lines else type(e).__name__)
             raise WebinferError(f"internal error: generated WGSL for {label} does not compile: {first}") from e
         self._seen.add(wgsl)

@@ -9,6 +9,8 @@ Three things can happen to a node, recorded per node in ``Program.placement``:
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -177,8 +179,15 @@ class Lowerer:
     def run(self) -> Program:
         g = self.model.graph
         init_names = set(g.initializers)
+        kv = json.loads(g.metadata_props["webinfer.kv_cache"]) if "webinfer.kv_cache" in g.metadata_props else None
+        states = set(kv["states"]) if kv else set()
+        if kv:
+            self.program.bounds = {d: int(kv["max_seq"]) for d in kv["bounded"]}
         for v in g.inputs:
             if v.name in init_names:
+                continue
+            if v.name in states:
+                self._state_input(v, kv)
                 continue
             if v.name in self.input_values:
                 val = np.asarray(self.input_values[v.name])
@@ -206,6 +215,19 @@ class Lowerer:
             t = self.materialize(self.tensor_of(v))
             self.program.outputs.append((v.name, t))
         return self.program
+
+    def _state_input(self, v: ir.Value, kv: dict) -> None:
+        """A KV-cache input: a persistent buffer sized at the bound dim's maximum, never fed by the caller."""
+        dt = v.dtype.numpy().name
+        shape = tuple(self._dim(d, v.name, i) for i, d in enumerate(v.shape))
+        past = D.Sym.name(kv["past_dim"])
+        capacity = tuple(int(kv["max_seq"]) if d == past else d for d in shape)
+        if not all(isinstance(d, int) for d in capacity):
+            raise WebinferError(f"KV cache {v.name!r}: shape {list(v.shape)} must be fixed apart from its sequence "
+                                f"dim (build with --dim batch=1)")
+        t = self.program.new_tensor(dt, shape, kind="state", name=v.name, capacity=capacity)
+        self.values[v.name] = t
+        self.program.states.append((v.name, t))
 
     def lower_node(self, node: ir.Node, index: int) -> None:
         ctx = LowerContext(self, node, index)

@@ -22,11 +22,12 @@ class Tensor:
     id: int
     dtype: str
     shape: tuple[Dim, ...]
-    kind: str = "temp"  # input | weight | temp
+    kind: str = "temp"  # input | weight | temp | state (a buffer that persists across runs: the KV cache)
     value: np.ndarray | None = None
     sym: list[Dim] | None = None
     alias: "Tensor | None" = None
     name: str | None = None  # graph value name (manifest only, never WGSL)
+    capacity: tuple | None = None  # a state's allocated shape (its bound dim at the maximum)
 
     @property
     def rank(self) -> int:
@@ -73,6 +74,8 @@ class Program:
     outputs: list[tuple[str, Tensor]] = field(default_factory=list)
     placement: list[dict] = field(default_factory=list)  # per ONNX node: where it ran
     dims: list[str] = field(default_factory=list)
+    states: list[tuple[str, Tensor]] = field(default_factory=list)  # KV-cache buffers, kept between runs
+    bounds: dict[str, int] = field(default_factory=dict)  # dims sized at a maximum: one plan for all values
 
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)

@@ -21,7 +21,9 @@ def request_device():
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         if adapter is None:
             raise WebinferError("no WebGPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
-        _DEVICE = adapter.request_device_sync()
+        # timestamps inside a compute pass let `webinfer profile` time every kernel (native only)
+        wanted = [f for f in ("timestamp-query", "timestamp-query-inside-passes") if f in adapter.features]
+        _DEVICE = adapter.request_device_sync(required_features=wanted)
     return _DEVICE
 
 
@@ -86,6 +88,36 @@ class NativeDevice(Device):
         for src, so, dst, do, size in copies:
             enc.copy_buffer_to_buffer(src, so, dst, do, (size + 3) // 4 * 4)
         self.device.queue.submit([enc.finish()])
+
+    def profile(self, dispatches: list[tuple]) -> list[int]:
+        """Run the dispatches once with a timestamp around each; returns nanoseconds per dispatch."""
+        if "timestamp-query-inside-passes" not in self.device.features:
+            raise RuntimeError("this adapter cannot write timestamps inside compute passes")
+        w = self._wgpu
+        n = len(dispatches)
+        qs = self.device.create_query_set(type=w.QueryType.timestamp, count=n + 1)
+        size = (n + 1) * 8
+        resolved = self.device.create_buffer(size=size, usage=w.BufferUsage.QUERY_RESOLVE | w.BufferUsage.COPY_SRC)
+        out = self.device.create_buffer(size=size, usage=w.BufferUsage.MAP_READ | w.BufferUsage.COPY_DST)
+        enc = self.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        cpass._write_timestamp(qs, 0)
+        for i, (pipeline, group, (x, y, z)) in enumerate(dispatches):
+            cpass.set_pipeline(pipeline[0])
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(x, y, z)
+            cpass._write_timestamp(qs, i + 1)
+        cpass.end()
+        enc.resolve_query_set(qs, 0, n + 1, resolved, 0)
+        enc.copy_buffer_to_buffer(resolved, 0, out, 0, size)
+        self.device.queue.submit([enc.finish()])
+        out.map_sync(w.MapMode.READ)
+        import struct
+
+        stamps = struct.unpack(f"<{n + 1}Q", bytes(out.read_mapped(0, size)))
+        out.unmap()
+        period = getattr(self.device.queue, "get_timestamp_period", lambda: 1.0)()
+        return [int((stamps[i + 1] - stamps[i]) * period) for i in range(n)]
 
     async def read(self, buffer, size: int) -> bytes:
         buffer.map_sync(self._wgpu.MapMode.READ)

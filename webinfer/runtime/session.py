@@ -47,6 +47,12 @@ class SessionCore:
                 self._pipelines[key] = device.create_pipeline(shaders[step["shader"]], writes, bool(step["uniforms"]))
             self.step_pipelines.append(self._pipelines[key])
         self.weights = self._upload_weights(read_shard) if weights is None else self._check_weights(weights)
+        self.bounds: dict[str, int] = dict(manifest.get("bounds", {}))
+        self.states = {}
+        for st in manifest.get("states", []):
+            cap = self.tensors[st["tensor"]]["capacity"]
+            self.states[st["tensor"]] = device.create_buffer(max(4, _prod(cap) * 4), "storage")
+        self._dynamic = [bool(_step_dims(step) & set(self.bounds)) for step in self.steps]
         self._plans: dict[tuple, dict] = {}
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -84,12 +90,14 @@ class SessionCore:
         return IOInfo(io["name"], t["dtype"], [d if isinstance(d, int) else D.json_text(d) for d in t["shape"]])
 
     # -- binding feeds -----------------------------------------------------------------------------
-    def bind_feeds(self, feeds: dict) -> tuple[dict, dict[str, HostTensor]]:
+    def bind_feeds(self, feeds: dict, dims: dict | None = None) -> tuple[dict, dict[str, HostTensor]]:
+        """Check the feeds against the inputs and bind the symbolic dims; ``dims`` binds those that no fed
+        input carries (the KV cache's past length)."""
         names = {io["name"] for io in self.manifest["inputs"]}
         for name in feeds:
             if name not in names:
                 raise WebinferError(f"unknown input {name!r} (the model's inputs: {', '.join(sorted(names))})")
-        env: dict[str, int] = {}
+        env: dict[str, int] = {k: int(v) for k, v in (dims or {}).items()}
         host: dict[str, HostTensor] = {}
         for io in self.manifest["inputs"]:
             name, t = io["name"], self.tensors[io["tensor"]]
@@ -117,45 +125,78 @@ class SessionCore:
         missing = [d for d in self.manifest.get("dims", []) if d not in env]
         if missing:
             raise WebinferError(f"dims {missing} are not bound by any input")
+        for name, bound in self.bounds.items():
+            if env.get(name, 0) > bound:
+                raise WebinferError(f"{name} = {env[name]} exceeds the maximum {bound} this artifact was built for "
+                                    f"(rebuild with a larger --max-seq)")
         return env, host
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, env: dict) -> dict:
-        key = tuple(sorted(env.items()))
+        """Buffers and bind groups for these dims. Bound dims (the KV cache's lengths) are sized at their
+        maximum and left out of the cache key: one plan serves every decode step, whose steps that depend
+        on a bound dim get their grid and uniforms refreshed per run (``_refresh``)."""
+        key = tuple(sorted((k, v) for k, v in env.items() if k not in self.bounds))
         if key in self._plans:
-            return self._plans[key]
+            return self._refresh(self._plans[key], env)
         if len(self._plans) >= _MAX_PLANS:
             old = self._plans.pop(next(iter(self._plans)))
             for buf in old["owned"]:
                 self.device.destroy_buffer(buf)
-        numel = [D.evaluate(_numel(t), env) for t in self.tensors]
+        size_env = dict(env, **self.bounds)
+        numel = [D.evaluate(_numel(t), size_env) for t in self.tensors]
         base = [self._base(tid) for tid in range(len(self.tensors))]
         buffers, owned = self._allocate(numel, base)
-        dispatches = []
-        for step, pipeline in zip(self.steps, self.step_pipelines):
-            if not step_runs(step, env):
+        entries = []
+        for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
+            if not self._dynamic[i] and not step_runs(step, env):
                 continue
-            grid = tuple(D.evaluate(g, env) for g in step["grid"])
-            if max(grid) > 65535:
-                raise WebinferError(f"kernel {step['label']} needs {max(grid)} workgroups at these dims")
-            entries = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
+            binds = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
+            ubuf = None
             if step["uniforms"]:
-                values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
-                data = struct.pack("<" + "".join(_PACK[t] for _, t, _ in step["uniforms"]), *values)
-                data += b"\0" * ((-len(data)) % 16)
+                data = self._uniform_bytes(step, env)
                 ubuf = self.device.create_buffer(len(data), "uniform")
                 self.device.write_buffer(ubuf, 0, data)
                 owned.append(ubuf)
-                entries.append((ubuf, 0, len(data)))
-            dispatches.append((pipeline, self.device.create_bind_group(pipeline, entries), grid))
+                binds.append((ubuf, 0, len(data)))
+            entries.append([i, pipeline, self.device.create_bind_group(pipeline, binds), None, ubuf])
         readbacks = {}
         for io in self.manifest["outputs"]:
             tid = io["tensor"]
             readbacks[io["name"]] = (self.device.create_buffer(max(4, numel[tid] * 4), "readback"), numel[tid])
             owned.append(readbacks[io["name"]][0])
-        plan = {"buffers": buffers, "base": base, "numel": numel, "dispatches": dispatches,
+        plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
                 "readbacks": readbacks, "owned": owned}
         self._plans[key] = plan
+        return self._refresh(plan, env)
+
+    def _uniform_bytes(self, step: dict, env: dict) -> bytes:
+        values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
+        data = struct.pack("<" + "".join(_PACK[t] for _, t, _ in step["uniforms"]), *values)
+        return data + b"\0" * ((-len(data)) % 16)
+
+    def _refresh(self, plan: dict, env: dict) -> dict:
+        """Grids (and, for steps that depend on bound dims, uniforms) for this run's dims."""
+        if plan["env"] == env:
+            return plan
+        first = plan["env"] is None
+        dispatches = []
+        for entry in plan["entries"]:
+            i, pipeline, group, grid, ubuf = entry
+            step = self.steps[i]
+            if self._dynamic[i] or first:
+                if not step_runs(step, env):
+                    entry[3] = None
+                    continue
+                grid = tuple(D.evaluate(g, env) for g in step["grid"])
+                if max(grid) > 65535:
+                    raise WebinferError(f"kernel {step['label']} needs {max(grid)} workgroups at these dims")
+                if ubuf is not None and self._dynamic[i] and not first:
+                    self.device.write_buffer(ubuf, 0, self._uniform_bytes(step, env))
+                entry[3] = grid
+            if entry[3] is not None:
+                dispatches.append((pipeline, group, entry[3]))
+        plan["dispatches"], plan["env"] = dispatches, dict(env)
         return plan
 
     def memory_plan(self, numel: list[int], base: list[int]) -> tuple[dict[int, int], list[int], int]:
@@ -176,6 +217,7 @@ class SessionCore:
                                     f"({limit})")
         slots = [self.device.create_buffer(size, "storage") for size in slot_sizes]
         buffers: dict[int, object] = dict(self.weights)
+        buffers.update(self.states)
         buffers.update({tid: slots[slot] for tid, slot in slot_of.items()})
         self.last_plan_bytes = sum(slot_sizes)
         return buffers, list(slots)
@@ -186,34 +228,55 @@ class SessionCore:
         return tid
 
     # -- running -----------------------------------------------------------------------------------
-    async def run_async(self, output_names, feeds: dict) -> list[HostTensor]:
-        env, host = self.bind_feeds(feeds)
+    def profile(self, feeds: dict, dims: dict | None = None) -> list[tuple[dict, int]]:
+        """Time each kernel of one run with GPU timestamps (devices with ``profile``): [(step, ns)]."""
+        env, host = self.bind_feeds(feeds, dims)
+        plan = self.plan(env)
+        self._write_inputs(plan, host)
+        steps = [self.steps[e[0]] for e in plan["entries"] if e[3] is not None]
+        return list(zip(steps, self.device.profile(plan["dispatches"])))
+
+    def _write_inputs(self, plan: dict, host: dict) -> None:
+        for io in self.manifest["inputs"]:
+            data = to_gpu_bytes(host[io["name"]], io["name"])
+            if data:
+                self.device.write_buffer(plan["buffers"][io["tensor"]], 0, data)
+
+    async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list[HostTensor]:
+        env, host = self.bind_feeds(feeds, dims)
         plan = self.plan(env)
         outputs = {io["name"]: io for io in self.manifest["outputs"]}
         names = list(output_names) if output_names else list(outputs)
         for n in names:
             if n not in outputs:
                 raise WebinferError(f"unknown output {n!r} (the model's outputs: {', '.join(outputs)})")
-        for io in self.manifest["inputs"]:
-            tid = io["tensor"]
-            data = to_gpu_bytes(host[io["name"]], io["name"])
-            if data:
-                self.device.write_buffer(plan["buffers"][tid], 0, data)
-        copies = []
+        self._write_inputs(plan, host)
+        copies, shapes = [], {}
         for n in names:
             tid = outputs[n]["tensor"]
-            buf, count = plan["readbacks"][n]
-            copies.append((plan["buffers"][plan["base"][tid]], 0, buf, 0, max(4, count * 4)))
+            shapes[n] = [D.evaluate(d, env) for d in self.tensors[tid]["shape"]]
+            buf, _ = plan["readbacks"][n]
+            copies.append((plan["buffers"][plan["base"][tid]], 0, buf, 0, max(4, _prod(shapes[n]) * 4)))
         self.device.submit(plan["dispatches"], copies)
         results = []
         for n in names:
-            tid = outputs[n]["tensor"]
-            buf, count = plan["readbacks"][n]
+            t = self.tensors[outputs[n]["tensor"]]
+            buf, _ = plan["readbacks"][n]
+            count = _prod(shapes[n])
             data = await self.device.read(buf, count * 4)
-            t = self.tensors[tid]
-            shape = [D.evaluate(d, env) for d in t["shape"]]
-            results.append(HostTensor(t["dtype"], shape, from_gpu_bytes(t["dtype"], data, count)))
+            results.append(HostTensor(t["dtype"], shapes[n], from_gpu_bytes(t["dtype"], data, count)))
         return results
+
+
+def _step_dims(step: dict) -> set[str]:
+    """The dim names a step's grid, uniforms or condition depend on."""
+    exprs = list(step["grid"]) + [v for _, _, v in step["uniforms"]]
+    if step.get("when"):
+        exprs.append(step["when"][1])
+    names: set[str] = set()
+    for e in exprs:
+        names |= D.names(D.from_json(e))
+    return names
 
 
 def step_runs(step: dict, env: dict) -> bool:

@@ -1,0 +1,56 @@
+"""Rewrites for text generation, asked for by the build when a model has a past/present KV cache.
+
+``generation_rewrites(model, max_seq)`` returns the passes graph/optimize.py runs between the clean-up and
+the fusions: the in-place KV cache with its attention (kv_cache.py), last-position logits and on-GPU
+sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
+artifact.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+import onnx_ir as ir
+
+from . import head, kv_cache
+
+DEFAULT_MAX_SEQ = 1024
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
+    """The rewrites for a decoder with a KV cache, or None when the model has none."""
+    if not kv_cache.is_kv_model(model):
+        return None
+    max_seq = int(max_seq or DEFAULT_MAX_SEQ)
+    if max_seq < 1:
+        raise ValueError("--max-seq must be at least 1")
+    return {
+        "kv_cache": partial(kv_cache.run, max_seq=max_seq),
+        "last_token_logits": head.last_token_logits,
+        "sample_token": partial(head.sample_token, max_seq=max_seq),
+    }
+
+
+def batch_dim(model: ir.Model) -> str | None:
+    """The symbolic batch dim of the past inputs (generation runs one sequence at a time)."""
+    for v in model.graph.inputs:
+        if v.name and v.name.startswith("past_key_values") and v.shape is not None and len(v.shape) == 4:
+            d = v.shape[0]
+            return None if isinstance(d, int) else str(d)
+    return None
+
+
+def tokenizer_assets(model_path) -> dict[str, bytes]:
+    """tokenizer.json / tokenizer_config.json found beside the model file, to store in the artifact."""
+    if not isinstance(model_path, (str, os.PathLike)):
+        return {}
+    folder = os.path.dirname(os.path.abspath(model_path))
+    found = {}
+    for name in TOKENIZER_FILES:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                found[name] = f.read()
+    return found

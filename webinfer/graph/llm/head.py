@@ -1,0 +1,76 @@
+"""The generation head: logits of the last position only, and the next token sampled on the GPU.
+
+A decoder's ``logits`` output is [batch, sequence, vocab]; generation needs only the last row, so the
+LM-head MatMul is fed the last position alone (a prefill of 128 tokens then skips 127 rows x 49152 x 576
+multiply-adds). A ``webinfer.SampleToken`` node after it picks the next token (greedy, temperature,
+top-k, top-p, repetition penalty; seeded), so a decode step reads back 4 bytes instead of the logits.
+
+New graph inputs, written by the generator each step:
+  sampling_params  float32 [4]       temperature (0 = greedy), top_k (0 = off), top_p (1 = off), repetition penalty
+  sampling_seed    uint32  [2]       seed, step (the random stream is a hash of both)
+  penalty_ids      int32   [max_seq] ids the repetition penalty applies to, -1 padded
+New output ``next_token`` int32 [1].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ..passes._util import new_initializer
+
+DOMAIN = "webinfer"
+LOGITS = "logits"
+INT64_MAX = np.iinfo(np.int64).max
+
+
+class HeadError(ValueError):
+    """The model's logits are not produced the way this rewrite expects."""
+
+
+def _graph_output(graph: ir.Graph, name: str) -> ir.Value | None:
+    return next((v for v in graph.outputs if v.name == name), None)
+
+
+def last_token_logits(model: ir.Model) -> int:
+    """Feed the LM head only the last position: logits become [batch, 1, vocab]."""
+    graph = model.graph
+    logits = _graph_output(graph, LOGITS)
+    if logits is None:
+        raise HeadError("the model has no 'logits' output")
+    head = logits.producer()
+    if head is None or head.op_type != "MatMul" or head.inputs[0].shape is None or len(head.inputs[0].shape) != 3:
+        raise HeadError("'logits' must come from a MatMul over [batch, sequence, hidden]")
+    hidden = head.inputs[0]
+    starts = new_initializer(graph, np.array([-1], np.int64), "last_token_start")
+    ends = new_initializer(graph, np.array([INT64_MAX], np.int64), "last_token_end")
+    axes = new_initializer(graph, np.array([1], np.int64), "last_token_axis")
+    sl = ir.Node("", "Slice", [hidden, starts, ends, axes], name="last_token", num_outputs=1)
+    graph.insert_before(head, sl)
+    b, _, h = hidden.shape
+    sl.outputs[0].dtype, sl.outputs[0].shape = hidden.dtype, ir.Shape([b, 1, h])
+    head.replace_input_with(0, sl.outputs[0])
+    logits.shape = ir.Shape([logits.shape[0], 1, logits.shape[2]]) if logits.shape is not None else None
+    return 1
+
+
+def sample_token(model: ir.Model, max_seq: int) -> int:
+    """Append ``next_token = webinfer.SampleToken(logits, sampling_params, sampling_seed, penalty_ids)``."""
+    graph = model.graph
+    logits = _graph_output(graph, LOGITS)
+    if logits is None:
+        raise HeadError("the model has no 'logits' output")
+    inputs = [
+        ir.Value(name="sampling_params", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([4])),
+        ir.Value(name="sampling_seed", type=ir.TensorType(ir.DataType.UINT32), shape=ir.Shape([2])),
+        ir.Value(name="penalty_ids", type=ir.TensorType(ir.DataType.INT32), shape=ir.Shape([max_seq])),
+    ]
+    graph.inputs.extend(inputs)
+    node = ir.Node(DOMAIN, "SampleToken", [logits, *inputs], name="sample_token", num_outputs=1)
+    graph.append(node)
+    out = node.outputs[0]
+    out.name, out.dtype, out.shape = "next_token", ir.DataType.INT32, ir.Shape([1])
+    graph.outputs.append(out)
+    if DOMAIN not in model.opset_imports:
+        model.opset_imports[DOMAIN] = 1
+    return 1

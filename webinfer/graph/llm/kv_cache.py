@@ -1,0 +1,175 @@
+"""In-place KV cache: past/present Concat + attention -> one ``webinfer.CachedAttention`` per layer.
+
+Exporters write a decoder step as ``present = Concat(past, new, axis=-2)`` followed by a grouped-query
+attention spelled out in primitives (repeat the KV heads with Unsqueeze/Expand/Reshape, K^T, scale,
+MatMul, add the mask, Softmax, a NaN guard, MatMul with V). Run as written, every token would upload the
+whole cache, copy it into ``present``, expand it to the query heads and read it back.
+
+This rewrite keeps the cache on the GPU instead: each ``past_key_values.*`` graph input becomes a state
+buffer of ``max_seq`` positions (recorded in the graph's metadata, read by the lowerer), and each layer's
+attention becomes ``CachedAttention(q, k_new, v_new, mask, past_k, past_v)``, which writes the new keys
+and values at positions [past, past + n) and attends over [0, past + n). ``present.*`` outputs go away.
+"""
+
+from __future__ import annotations
+
+import json
+
+import onnx_ir as ir
+
+from ..passes._util import const, int_attr
+
+DOMAIN = "webinfer"
+META_KEY = "webinfer.kv_cache"
+_VIEW_OPS = {"Reshape", "Transpose", "Expand", "Unsqueeze", "Squeeze", "Identity"}
+
+
+class KVCacheError(ValueError):
+    """The model has past/present tensors but not in a pattern this rewrite understands."""
+
+
+def kv_concats(graph: ir.Graph) -> dict[ir.Value, ir.Node]:
+    """present output -> its Concat(past graph input, new) node, for every KV pair of the graph."""
+    found = {}
+    for out in graph.outputs:
+        node = out.producer()
+        if node is None or node.op_type != "Concat" or node.domain != "" or len(node.inputs) != 2:
+            continue
+        past = node.inputs[0]
+        if past is None or not past.is_graph_input() or past.shape is None or len(past.shape) != 4:
+            continue
+        if int_attr(node, "axis", 0) not in (-2, 2):
+            continue
+        found[out] = node
+    return found
+
+
+def is_kv_model(model: ir.Model) -> bool:
+    return bool(kv_concats(model.graph))
+
+
+def _through_views(value: ir.Value, concats: dict) -> ir.Node | None:
+    """Follow a chain of view-like ops back to one of the KV Concat nodes."""
+    for _ in range(12):
+        node = value.producer()
+        if node is None:
+            return None
+        if node in concats.values():
+            return node
+        if node.op_type not in _VIEW_OPS or node.domain != "":
+            return None
+        value = node.inputs[0]
+    return None
+
+
+def _scalar(value: ir.Value) -> float | None:
+    c = const(value)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 and c.dtype.kind == "f" else None
+
+
+def _unscale(value: ir.Value) -> tuple[ir.Value, float]:
+    """x * c (a scalar constant, either side) -> (x, c); anything else -> (value, 1)."""
+    node = value.producer()
+    if node is not None and node.op_type == "Mul" and node.domain == "":
+        for i in (0, 1):
+            c = _scalar(node.inputs[1 - i])
+            if c is not None:
+                return node.inputs[i], c
+    return value, 1.0
+
+
+def _match(softmax: ir.Node, concats: dict) -> dict | None:
+    """The attention around one Softmax, or None when it is not over the KV cache."""
+    if int_attr(softmax, "axis", -1) not in (-1, 3):
+        return None
+    add = softmax.inputs[0].producer()
+    if add is None or add.op_type != "Add" or add.domain != "":
+        return None
+    for i in (0, 1):
+        scores = add.inputs[i].producer()
+        if scores is not None and scores.op_type == "MatMul" and scores.domain == "":
+            mask = add.inputs[1 - i]
+            break
+    else:
+        return None
+    q, sq = _unscale(scores.inputs[0])
+    kt, sk = _unscale(scores.inputs[1])
+    k_concat = _through_views(kt, concats)
+    probs = softmax.outputs[0]
+    users = [u.node for u in probs.uses()]
+    isnan = [n for n in users if n.op_type == "IsNaN"]
+    if isnan:  # the exporter's guard for fully masked rows: Where(IsNaN(p), 0, p)
+        where = [u.node for u in isnan[0].outputs[0].uses()]
+        if len(where) != 1 or where[0].op_type != "Where" or where[0].inputs[2] is not probs:
+            return None
+        if any(n is not isnan[0] and n is not where[0] for n in users):
+            return None
+        probs, users = where[0].outputs[0], [u.node for u in where[0].outputs[0].uses()]
+    if len(users) != 1 or users[0].op_type != "MatMul" or users[0].inputs[0] is not probs:
+        return None
+    out_mm = users[0]
+    v_concat = _through_views(out_mm.inputs[1], concats)
+    if k_concat is None or v_concat is None or k_concat is v_concat:
+        return None
+    return {"q": q, "scale": sq * sk, "mask": mask, "k": k_concat, "v": v_concat, "out": out_mm.outputs[0],
+            "anchor": out_mm}
+
+
+def run(model: ir.Model, max_seq: int) -> int:
+    """Rewrite every attention over the KV cache; returns the number of layers rewritten."""
+    graph = model.graph
+    concats = kv_concats(graph)
+    if not concats:
+        return 0
+    matches = [m for m in (_match(n, concats) for n in list(graph) if n.op_type == "Softmax" and n.domain == "")
+               if m is not None]
+    used = {id(m["k"]) for m in matches} | {id(m["v"]) for m in matches}
+    missing = [n.outputs[0].name for n in concats.values() if id(n) not in used]
+    if missing:
+        raise KVCacheError(f"KV cache outputs {missing[:4]} feed no attention this build recognises "
+                           f"(MatMul, scale, mask Add, Softmax, MatMul over the Concat of past and new)")
+    states = []
+    for layer, m in enumerate(matches):
+        past_k, k_new = m["k"].inputs
+        past_v, v_new = m["v"].inputs
+        q_heads = m["q"].shape[1] if m["q"].shape is not None else None
+        kv_heads = past_k.shape[1]
+        if not isinstance(q_heads, int) or not isinstance(kv_heads, int) or q_heads % kv_heads:
+            raise KVCacheError(f"attention {layer}: head counts must be static with q heads a multiple of kv heads")
+        node = ir.Node(DOMAIN, "CachedAttention", [m["q"], k_new, v_new, m["mask"], past_k, past_v],
+                       attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrInt64("q_heads", q_heads),
+                                   ir.AttrInt64("kv_heads", kv_heads), ir.AttrInt64("layer", layer)],
+                       name=f"cached_attention_{layer}", num_outputs=1)
+        graph.insert_before(m["anchor"], node)
+        out = node.outputs[0]
+        out.dtype, out.shape = m["out"].dtype, m["out"].shape
+        m["out"].replace_all_uses_with(out)
+        states += [past_k.name, past_v.name]
+    presents = set(concats)
+    kept = [o for o in graph.outputs if o not in presents]
+    graph.outputs.clear()
+    graph.outputs.extend(kept)
+    past_dims = {str(graph.inputs[graph.inputs.index(_input(graph, s))].shape[2]) for s in states}
+    if len(past_dims) != 1:
+        raise KVCacheError(f"past inputs disagree on their sequence dim: {sorted(past_dims)}")
+    past_dim = past_dims.pop()
+    # dims sized at max_seq in every plan: the past length, and the mask's total length when it has one
+    bounded = [past_dim] + [str(v.shape[1]) for v in graph.inputs if v.name == "attention_mask"
+                            and v.shape is not None and len(v.shape) == 2 and not isinstance(v.shape[1], int)]
+    graph.metadata_props[META_KEY] = json.dumps({"max_seq": int(max_seq), "states": states, "past_dim": past_dim,
+                                                 "bounded": bounded})
+    if DOMAIN not in model.opset_imports:
+        model.opset_imports[DOMAIN] = 1
+    return len(matches)
+
+
+def _input(graph: ir.Graph, name: str) -> ir.Value:
+    return next(v for v in graph.inputs if v.name == name)
+
+
+def kv_metadata(model: ir.Model) -> dict | None:
+    text = model.graph.metadata_props.get(META_KEY)
+    return json.loads(text) if text else None
+
+
+__all__ = ["run", "is_kv_model", "kv_metadata", "KVCacheError"]

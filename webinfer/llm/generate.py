@@ -1,0 +1,188 @@
+"""Text generation over an artifact built from a decoder with a KV cache. Standard library only.
+
+The artifact (see graph/llm) keeps the KV cache in GPU buffers of ``max_seq`` positions and samples the
+next token on the GPU, so a step uploads a few small inputs (the new token ids, positions, the sampling
+settings) and reads back one 4-byte token id. The prompt runs as one prefill step; each new token is one
+decode step. Natively, prompts are encoded with the ``tokenizers`` package when it is installed (the
+pure-Python tokenizer gives the same ids, and is what runs in the browser).
+
+    gen = Generator.load("smollm2.wi")
+    for tok in gen.generate("The capital of France is", max_new_tokens=16):
+        print(tok.text, end="")
+    gen.stats  # prompt_ids, token_ids, text, ttft_s, prefill_tok_s, decode_tok_s
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from array import array
+from dataclasses import dataclass
+
+from ..errors import WebinferError
+from ..runtime.session import SessionCore, run_sync
+from ..runtime.tensor import HostTensor
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class Token:
+    id: int
+    text: str  # the text this token completes (may be "" while a UTF-8 sequence is incomplete)
+
+
+class Generator:
+    """Streams tokens from a generation artifact. One generation at a time per Generator."""
+
+    def __init__(self, core: SessionCore, tokenizer: Tokenizer, encoder=None):
+        names = {io["name"] for io in core.manifest["inputs"]}
+        if "sampling_params" not in names or not core.manifest.get("states"):
+            raise WebinferError("this artifact was not built for generation (no KV cache / sampling head)")
+        self.core = core
+        self.tokenizer = tokenizer
+        self._encode = encoder or tokenizer.encode
+        self.past_dim = next(d for d in core.bounds if d != "total_sequence")
+        self.max_seq = core.bounds[self.past_dim]
+        self._penalty_len = next(core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
+                                 if io["name"] == "penalty_ids")
+        self._cancelled = False
+        self.stats: dict = {}
+
+    # -- loading ------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str, device=None) -> "Generator":
+        """Open an artifact natively (wgpu-py); the tokenizer comes from the artifact's assets."""
+        from ..artifact import Artifact
+
+        art = Artifact.load(path)
+        if device is None:
+            from ..runtime.native import NativeDevice
+
+            device = NativeDevice()
+        m = art.manifest
+        core = SessionCore(m, art.shader_sources(), lambda i: art.read(m["shards"][i]), device)
+        tok_json, cfg_json = _assets(m, art.read)
+        tokenizer = Tokenizer.from_json(tok_json, cfg_json)
+        return cls(core, tokenizer, _native_encoder(tok_json))
+
+    # -- generation ---------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop the running generation after the current step; the session stays usable."""
+        self._cancelled = True
+
+    def prompt_ids(self, prompt: str, chat: bool = False, system: str | None = None) -> list[int]:
+        if chat:
+            messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user",
+                                                                                     "content": prompt}]
+            prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return list(self._encode(prompt))
+
+    def generate(self, prompt, **options):
+        """Synchronous iterator of Tokens (native devices)."""
+        agen = self.agenerate(prompt, **options)
+        while True:
+            try:
+                yield run_sync(agen.__anext__())
+            except StopAsyncIteration:
+                return
+
+    async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
+                        top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
+                        stop_at_eos: bool = True, system: str | None = None):
+        """Async iterator of Tokens. ``prompt`` is text (or a list of token ids)."""
+        ids = list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt, chat, system)
+        _check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
+        if not ids:
+            raise WebinferError("the prompt is empty")
+        if len(ids) + max_new_tokens > self.max_seq:
+            raise WebinferError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the KV "
+                                f"cache of {self.max_seq} positions (rebuild with a larger --max-seq)")
+        self._cancelled = False
+        eos = self.tokenizer.eos_token_id if stop_at_eos else None
+        params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
+        history = list(ids)
+        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True)
+        out_ids: list[int] = []
+        self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": ""}
+        t0 = time.perf_counter()
+        pos, step_ids = 0, ids
+        t_first = None
+        for step in range(max_new_tokens):
+            if self._cancelled:
+                break
+            token = await self._step(step_ids, pos, params, seed, step, history if repetition_penalty != 1.0 else [])
+            pos += len(step_ids)
+            if t_first is None:
+                t_first = time.perf_counter()
+            out_ids.append(token)
+            history.append(token)
+            step_ids = [token]
+            text = decoder.push(token)
+            self.stats["text"] += text
+            yield Token(token, text)
+            if token == eos:
+                break
+        tail = decoder.flush()
+        self.stats["text"] += tail
+        t_end = time.perf_counter()
+        n_decode = len(out_ids) - 1
+        self.stats.update({
+            "ttft_s": (t_first - t0) if t_first else None,
+            "prefill_tok_s": len(ids) / (t_first - t0) if t_first else None,
+            "decode_tok_s": n_decode / (t_end - t_first) if t_first and n_decode > 0 and t_end > t_first else None,
+            "cancelled": self._cancelled,
+        })
+
+    async def _step(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int]) -> int:
+        n = len(ids)
+        pen = array("i", history[-self._penalty_len:])
+        pen.extend([-1] * (self._penalty_len - len(pen)))
+        feeds = {
+            "input_ids": HostTensor("int64", (1, n), array("q", ids).tobytes()),
+            "attention_mask": HostTensor("int64", (1, pos + n), array("q", [1] * (pos + n)).tobytes()),
+            "position_ids": HostTensor("int64", (1, n), array("q", range(pos, pos + n)).tobytes()),
+            "sampling_params": HostTensor("float32", (4,), params),
+            "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", seed & 0xFFFFFFFF, step)),
+            "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
+        }
+        feeds = {k: v for k, v in feeds.items() if k in self._input_names()}
+        (tok,) = await self.core.run_async(["next_token"], feeds, {self.past_dim: pos})
+        return struct.unpack("<i", tok.data[:4])[0]
+
+    def _input_names(self) -> set[str]:
+        return {io["name"] for io in self.core.manifest["inputs"]}
+
+
+def _check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty) -> None:
+    if max_new_tokens < 1:
+        raise WebinferError("max_new_tokens must be at least 1")
+    if temperature < 0:
+        raise WebinferError("temperature must be >= 0 (0 is greedy)")
+    if top_k < 0:
+        raise WebinferError("top_k must be >= 0 (0 turns it off)")
+    if not 0.0 < top_p <= 1.0:
+        raise WebinferError("top_p must be in (0, 1]")
+    if repetition_penalty <= 0:
+        raise WebinferError("repetition_penalty must be > 0")
+
+
+def _assets(manifest: dict, read) -> tuple[str, str | None]:
+    assets = manifest.get("assets", {})
+    if "assets/tokenizer.json" not in assets:
+        raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json)")
+    tok = read(assets["assets/tokenizer.json"]).decode("utf-8")
+    cfg = assets.get("assets/tokenizer_config.json")
+    return tok, read(cfg).decode("utf-8") if cfg else None
+
+
+def _native_encoder(tokenizer_json: str):
+    """The `tokenizers` package's encoder when installed (natively), else None (pure Python)."""
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+    except ImportError:
+        return None
+    hf = HFTokenizer.from_str(tokenizer_json)
+    return lambda text: hf.encode(text, add_special_tokens=False).ids
+
+
+__all__ = ["Generator", "Token"]

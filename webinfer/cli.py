@@ -32,7 +32,7 @@ def cmd_build(args) -> int:
         raise WebinferError(f"{out} exists and is not a directory")
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, progress=True,
-                     optimize=not args.no_optimize, save_optimized=args.save_optimized)
+                     optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
@@ -116,6 +116,51 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_generate(args) -> int:
+    import json
+
+    from .llm.generate import Generator
+
+    gen = Generator.load(args.artifact)
+    opts = {"chat": args.chat, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+            "top_k": args.top_k, "top_p": args.top_p, "repetition_penalty": args.repetition_penalty,
+            "seed": args.seed}
+    try:
+        for tok in gen.generate(args.prompt, **opts):
+            if not args.json:
+                print(tok.text, end="", flush=True)
+    except KeyboardInterrupt:
+        gen.cancel()
+    st = gen.stats
+    if args.json:
+        print(json.dumps({k: st.get(k) for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
+                                                 "ttft_s")}, ensure_ascii=False))
+    else:
+        print()
+        print(f"[{len(st['prompt_ids'])} prompt tokens, {len(st['token_ids'])} generated; prefill "
+              f"{_rate(st['prefill_tok_s'])} tok/s, decode {_rate(st['decode_tok_s'])} tok/s, "
+              f"first token after {st['ttft_s']:.2f} s]", file=sys.stderr)
+    return 0
+
+
+def _rate(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def cmd_bench(args) -> int:
+    # The harness lives beside the package (benchmarks/): it needs the checkout's web/ and the peers.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isfile(os.path.join(root, "benchmarks", "harness.py")):
+        raise WebinferError("webinfer bench needs a source checkout (benchmarks/ is not installed)")
+    sys.path.insert(0, root)
+    from benchmarks.harness import run
+
+    run(args.out, quick=args.quick, engines=args.engine)
+    with open(os.path.join(args.out, "bench.md")) as f:
+        print(f.read())
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -129,6 +174,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")
     b.add_argument("--report", metavar="REPORT.json",
                    help="write nodes, kernels, planned/naive activation bytes, weight bytes and passes")
+    b.add_argument("--max-seq", type=int, metavar="N",
+                   help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")
@@ -139,6 +186,18 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--demo", help="page: classify, similarity, chat (default: a generic page)")
     w.add_argument("--file", action="append", metavar="FILE", help="copy FILE beside the page (e.g. a tokenizer)")
     w.set_defaults(fn=cmd_bundle)
+    g = sub.add_parser("generate", help="generate text with an artifact built from a decoder with a KV cache")
+    g.add_argument("artifact")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 (the default) is greedy")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--repetition-penalty", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
@@ -152,6 +211,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("directory")
     s.add_argument("--port", type=int, default=8000)
     s.set_defaults(fn=cmd_serve)
+    c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
+    c.add_argument("--quick", action="store_true", help="fewer repetitions (under 10 minutes on 2 CPU cores)")
+    c.add_argument("--out", default="bench-results", metavar="DIR", help="where bench.json/.md/.png go")
+    c.add_argument("--engine", action="append", metavar="NAME",
+                   help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "
+                        "webinfer-pyodide, ort-web-webgpu, ort-web-wasm)")
+    c.set_defaults(fn=cmd_bench)
     return p
 
 

@@ -1,0 +1,114 @@
+"""Generation through the in-place KV cache, compared token for token with onnxruntime's greedy loop on the
+same ONNX (demos/recipes/smollm2.ort_greedy, which feeds past/present tensors through the host)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+import webinfer
+from demos.recipes.smollm2 import ort_greedy
+from webinfer.errors import WebinferError
+from webinfer.llm.generate import Generator
+
+
+@pytest.fixture(scope="module")
+def tiny_wi(tiny_llama_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny") / "tiny.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_gen(tiny_wi):
+    return Generator.load(str(tiny_wi))
+
+
+def _ids(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(3, 512) for _ in range(n)]
+
+
+def test_manifest_keeps_cache_on_gpu(tiny_wi):
+    m = json.loads((tiny_wi / "manifest.json").read_text())
+    assert [o["name"] for o in m["outputs"]] == ["logits", "next_token"]
+    assert len(m["states"]) == 4  # 2 layers x (key, value)
+    assert m["bounds"] == {"past_sequence": 1100, "total_sequence": 1100}
+    assert not any(i["name"].startswith("past_key_values") for i in m["inputs"])
+    labels = [s["label"] for s in m["steps"]]
+    assert labels.count("cached_attention:CachedAttention") == 4  # a write and an attend per layer
+    assert "sample:SampleToken" in labels
+
+
+@pytest.mark.parametrize("n_prompt", [1, 7, 33])
+def test_tiny_greedy_matches_onnxruntime(tiny_llama_dir, tiny_gen, n_prompt):
+    prompt = _ids(n_prompt, n_prompt)
+    want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 24)
+    got = [t.id for t in tiny_gen.generate(prompt, max_new_tokens=24, stop_at_eos=False)]
+    assert got == want
+
+
+def test_long_prefill_crosses_attention_chunks(tiny_llama_dir, tiny_gen):
+    """1040 prompt tokens: the attention kernel streams keys in chunks of 1024 with an online softmax."""
+    prompt = _ids(1040, 5)
+    want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 4)
+    got = [t.id for t in tiny_gen.generate(prompt, max_new_tokens=4, stop_at_eos=False)]
+    assert got == want
+
+
+def test_past_max_seq_fails_cleanly(tiny_llama_dir, tmp_path):
+    art = tmp_path / "short.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(art), max_seq=16)
+    gen = Generator.load(str(art))
+    with pytest.raises(WebinferError, match="exceeds the KV cache of 16 positions"):
+        next(gen.generate(_ids(10, 1), max_new_tokens=7))
+    assert len([t for t in gen.generate(_ids(10, 1), max_new_tokens=6, stop_at_eos=False)]) == 6
+    proc = subprocess.run([sys.executable, "-m", "webinfer.cli", "generate", str(art), "--prompt", "hello " * 20],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "exceeds the KV cache" in proc.stderr, proc.stderr
+
+
+def test_cancel_leaves_session_usable(tiny_llama_dir, tiny_gen):
+    prompt = _ids(9, 2)
+    seen = []
+    for tok in tiny_gen.generate(prompt, max_new_tokens=20, stop_at_eos=False):
+        seen.append(tok.id)
+        if len(seen) == 3:
+            tiny_gen.cancel()
+    assert len(seen) == 3 and tiny_gen.stats["cancelled"]
+    want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 12)
+    assert [t.id for t in tiny_gen.generate(prompt, max_new_tokens=12, stop_at_eos=False)] == want
+
+
+def test_sampling_is_seeded_and_varies(tiny_gen):
+    prompt = _ids(5, 3)
+    opts = {"max_new_tokens": 12, "temperature": 1.5, "top_k": 50, "top_p": 0.95, "stop_at_eos": False}
+    a = [t.id for t in tiny_gen.generate(prompt, seed=1, **opts)]
+    b = [t.id for t in tiny_gen.generate(prompt, seed=1, **opts)]
+    c = [t.id for t in tiny_gen.generate(prompt, seed=2, **opts)]
+    assert a == b and a != c
+
+
+def test_bad_options_are_one_line_errors(tiny_gen):
+    for opts in ({"temperature": -1}, {"top_p": 0}, {"top_k": -2}, {"max_new_tokens": 0}):
+        with pytest.raises(WebinferError):
+            next(tiny_gen.generate([5, 6], **opts))
+
+
+def test_generate_cli_json(tiny_wi, tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    proc = subprocess.run([sys.executable, "-m", "webinfer.cli", "generate", str(tiny_wi), "--prompt",
+                           "The weather today", "--max-new-tokens", "5", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    ref = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode("The weather today").ids
+    assert out["prompt_ids"] == ref
+    assert 1 <= len(out["token_ids"]) <= 5 and out["decode_tok_s"] is None or out["decode_tok_s"] > 0
+    assert set(out) == {"prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s", "ttft_s"}

@@ -58,3 +58,18 @@ def test_group_is_capped_by_bindings():
     p = model(nodes, feeds, [acc])
     assert after_pass(p, "fuse_elementwise").count("FusedElementwise") == 2
     assert run_checked(p, feeds) == {"FusedElementwise": 2}
+
+
+def test_fused_group_with_every_input_known_at_build_time(tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    from webinfer.build import build
+    from webinfer.runtime.inference import InferenceSession
+
+    nodes = [h.make_node("Exp", ["x"], ["a"]), h.make_node("Mul", ["a", "y"], ["b"]), h.make_node("Relu", ["b"], ["c"])]
+    feeds = {"x": randn(3, 4), "y": randn(4)}
+    p = model(nodes, feeds, ["c"])
+    build(p, str(tmp_path / "a.wi"), input_values=feeds)  # no folding of webinfer ops: the lowering runs
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    got = session.run([o.name for o in session.get_outputs()], {})[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(p).run(None, feeds)[0], rtol=1e-5, atol=1e-6)

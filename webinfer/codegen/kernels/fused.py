@@ -177,10 +177,10 @@ def _index(ctx, t, out_shape: tuple) -> str | None:
 
 
 def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | None:
-    """The WGSL ``epi(x, row, col, idx)`` computing the program after the base op, with its extra reads."""
+    """The WGSL ``epi(base, row, col, idx)`` computing the program after the base op, with its extra reads."""
     extras = ctx.inputs[BASE_INPUTS[ctx.op]:]
     ct = compute_type(out_dtype)
-    sources, reads, loads = [("x", out_dtype)], {}, []
+    sources, reads, loads = [("base", out_dtype)], {}, []
     for t in extras:
         lit = _literal(t)
         if lit is not None:
@@ -191,14 +191,14 @@ def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | No
             return None
         name = f"e{len(reads)}"
         reads[name] = t
-        loads.append(f"let {name} = ld_{name}({index});")
-        sources.append((name, t.dtype))
+        loads.append(f"let u{len(loads)} = ld_{name}({index});")
+        sources.append((f"u{len(loads) - 1}", t.dtype))
     lets, result, dt = compose(ctx, sources)
     if dt != out_dtype:
         return None
     body = "\n  ".join(loads + lets)
     helpers = "\n".join(_helpers(body))
-    fn = (f"{helpers}\nfn epi(x: {ct}, row: u32, col: u32, idx: u32) -> {ct} {{\n  {body}\n  return {result};\n}}")
+    fn = f"{helpers}\nfn epi(base: {ct}, row: u32, col: u32, idx: u32) -> {ct} {{\n  {body}\n  return {result};\n}}"
     return fn, reads
 
 

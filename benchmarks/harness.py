@@ -1,0 +1,188 @@
+"""``webinfer bench``: one invocation runs every model through every engine it can find and writes
+bench.json (rows), bench.md (the table) and bench.png (a chart) into the output folder.
+
+Engines (columns): webinfer natively on the default adapter and on SwiftShader, onnxruntime CPU and its
+WebGPU plugin (native workers, see native.py); webinfer in Pyodide and onnxruntime-web webgpu/wasm in
+headless Chromium (browser.py). A cell counts only when the engine's outputs match ORT CPU's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+from . import spec as S
+from .native import SWIFTSHADER_ICD, worker_command
+
+NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
+BROWSER = ["webinfer-pyodide", "ort-web-webgpu", "ort-web-wasm"]
+ENGINE_NAMES = {"webinfer": "webinfer", "webinfer-swiftshader": "webinfer", "ort-cpu": "onnxruntime CPU",
+                "ort-webgpu": "onnxruntime WebGPU", "webinfer-pyodide": "webinfer (Pyodide)",
+                "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm"}
+
+
+class Settings:
+    """Repetitions: ``quick`` keeps every cell but runs each fewer times."""
+
+    def __init__(self, quick: bool):
+        self.quick = quick
+        self.warmup, self.runs = (1, 3) if quick else (2, 10)
+        self.decode_passes = 1 if quick else 3
+        # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none.
+        self.budget_s, self.llm_budget_s = (8, 25) if quick else (60, 240)
+        self.worker_timeout = 300 if quick else 3600
+
+
+def metrics(spec: S.ModelSpec) -> list[tuple[str, str, str]]:
+    """(metric, unit, result key) per model."""
+    if spec.llm is None:
+        return [("latency", "ms", "latency_ms")]
+    return [(f"prefill {len(spec.llm['prompt'])} tok", "ms", "prefill_ms"),
+            (f"decode {len(spec.llm.get('decode', [])) or spec.llm.get('decode_tokens')} tok", "tok/s",
+             "decode_tok_s")]
+
+
+def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | None = None) -> list[dict]:
+    """The rows of one cell group: times when the outputs matched, else the reason in ``error``."""
+    where = "browser" if engine in BROWSER else "native"
+    result = result or {}
+    if error is None:
+        error = result.get("error") or S.check_outputs(spec, result.get("outputs", {}), result.get("decode_steps"))
+    rows = []
+    for metric, unit, key in metrics(spec):
+        values = result.get(key) or []
+        row = {"engine": engine, "where": where, "model": spec.name, "metric": metric, "unit": unit,
+               "median": None, "min": None, "max": None, "error": error, "adapter": result.get("adapter", "")}
+        if key == "decode_tok_s" and error is None and result.get("decode_steps", 0) < len(spec.llm["decode"]):
+            row["note"] = f"{result.get('decode_steps')} of {len(spec.llm['decode'])} tokens (time budget)"
+        if error is None and not values:
+            row["error"] = "no measurement"
+        elif error is None:
+            row.update(median=statistics.median(values), min=min(values), max=max(values))
+        rows.append(row)
+    return rows
+
+
+def unavailable(engine: str, spec: S.ModelSpec) -> str | None:
+    """Why an engine cannot run a model at all (None: it can)."""
+    if spec.quantize and not engine.startswith("webinfer"):
+        return f"not available: {spec.quantize} is a webinfer build option (no equivalent peer model)"
+    if spec.artifact is None and engine.startswith("webinfer"):
+        return spec.build_error or "not available: no artifact"
+    if engine == "webinfer-swiftshader" and not os.path.isfile(SWIFTSHADER_ICD):
+        return f"not available: {SWIFTSHADER_ICD} missing (apt-get install chromium)"
+    return None
+
+
+def build_artifacts(specs: list[S.ModelSpec], log) -> None:
+    """Compile each model (webinfer's int4 variant through ``build(quantize=...)`` when it exists)."""
+    import inspect
+
+    from webinfer.build import build
+
+    root = S.artifact_dir()
+    for sp in specs:
+        if sp.artifact:
+            continue
+        out = os.path.join(root, sp.name.replace(" ", "-").lower())
+        kwargs = {}
+        if sp.quantize:
+            if "quantize" not in inspect.signature(build).parameters:
+                sp.build_error = f"not available: webinfer build --quantize {sp.quantize} has not landed"
+                continue
+            kwargs["quantize"] = sp.quantize
+        t0 = time.perf_counter()
+        try:
+            build(sp.onnx, out, **kwargs)
+            sp.artifact = out
+            log(f"built {sp.name} in {time.perf_counter() - t0:.1f} s")
+        except Exception as e:
+            sp.build_error = f"build failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            log(sp.build_error)
+
+
+def run_native(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: str, log) -> list[dict]:
+    rows, jobs, runnable = [], [], []
+    for sp in specs:
+        why = unavailable(engine, sp)
+        if why:
+            rows += rows_for(engine, sp, None, why)
+        else:
+            runnable.append(sp)
+            jobs.append(S.job(sp, settings))
+    if engine.startswith("webinfer") and getattr(settings, "kernels", True):
+        jobs.append({"model": "kernels", "kernels": True, "quick": settings.quick})
+    if not jobs:
+        return rows
+    jobs_path, out_path = os.path.join(tmp, f"{engine}-jobs.json"), os.path.join(tmp, f"{engine}-out.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    cmd, env = worker_command(engine, jobs_path, out_path)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=settings.worker_timeout)
+        error = None if proc.returncode == 0 else f"worker failed: {_last_line(proc.stderr)}"
+    except subprocess.TimeoutExpired:
+        error = f"timed out: the engine's worker passed {settings.worker_timeout} s"
+    log(f"{engine}: {time.perf_counter() - t0:.0f} s")
+    by_model = {r["model"]: r for r in _load(out_path)}
+    for sp in runnable:
+        rows += rows_for(engine, sp, by_model.get(sp.name), None if sp.name in by_model else error)
+    if "kernels" in by_model:
+        rows += kernel_rows(engine, by_model["kernels"])
+    return rows
+
+
+def kernel_rows(engine: str, result: dict) -> list[dict]:
+    if "error" in result:
+        return [{"engine": engine, "where": "native", "model": "kernels", "metric": "all", "unit": "",
+                 "median": None, "min": None, "max": None, "error": result["error"], "adapter": ""}]
+    return [{"engine": engine, "where": "native", "adapter": result.get("adapter", ""), **r}
+            for r in result["rows"]]
+
+
+def _load(path: str) -> list:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
+        specs: list[S.ModelSpec] | None = None, kernels: bool = True, log=print) -> list[dict]:
+    """Run the benchmark; returns the rows and writes bench.json, bench.md and bench.png in ``out_dir``."""
+    from .report import write_all
+
+    t_start = time.perf_counter()
+    settings = Settings(quick)
+    settings.kernels = kernels
+    engines = engines or NATIVE + BROWSER
+    specs = specs if specs is not None else S.default_models(quick)
+    for sp in specs:
+        S.prepare(sp)
+    log(f"references from onnxruntime CPU: {time.perf_counter() - t_start:.0f} s")
+    build_artifacts(specs, log)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="webinfer-bench-") as tmp:
+        for engine in [e for e in engines if e in NATIVE]:
+            rows += run_native(engine, specs, settings, tmp, log)
+        browser_engines = [e for e in engines if e in BROWSER]
+        if browser_engines:
+            from .browser import run_browser
+
+            rows += run_browser(browser_engines, specs, settings, tmp, rows_for, unavailable, log)
+    os.makedirs(out_dir, exist_ok=True)
+    wall = time.perf_counter() - t_start
+    write_all(rows, out_dir, wall, ENGINE_NAMES)
+    log(f"wrote {out_dir}/bench.json, bench.md, bench.png in {wall:.0f} s")
+    return rows

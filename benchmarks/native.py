@@ -1,0 +1,157 @@
+"""Native engines, each run in its own worker process: ``python -m benchmarks.native ENGINE JOBS OUT``.
+
+A process per engine keeps one engine's crash or Vulkan driver (``VK_ICD_FILENAMES``) away from the
+others. onnxruntime's WebGPU plugin needs a DRM card in /sys before it offers a GPU device: on a machine
+without one the worker runs under ``unshare -m`` and mounts a fake card0 on a private /sys/class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+
+from .runner import Engine, run_job
+
+SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAKE_VENDOR = "0x1af4"  # ORT reads a 16-bit PCI vendor id; virtio's is harmless
+_EP_REGISTERED = False
+
+
+class WebinferNative(Engine):
+    def __init__(self, artifact: str):
+        from webinfer.runtime.inference import InferenceSession
+
+        self.session = InferenceSession(artifact)
+        self.adapter = self.session.device.adapter_name
+
+    def tensor(self, dtype, shape, data):
+        from webinfer.runtime.tensor import HostTensor
+
+        return HostTensor(dtype, shape, data)
+
+    def raw(self, value) -> bytes:
+        return value.astype("float32").tobytes() if hasattr(value, "astype") else value.data
+
+    async def run(self, names, feeds):
+        return await self.session.run_async(names, feeds)
+
+
+class OrtEngine(Engine):
+    """onnxruntime with the CPU provider, or the WebGPU plugin provider (refusing a silent CPU fallback)."""
+
+    def __init__(self, onnx_path: str, provider: str):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if provider == "webgpu":
+            import onnxruntime_ep_webgpu as ep
+
+            global _EP_REGISTERED
+            if not _EP_REGISTERED:  # once per process: ORT refuses a second registration
+                ort.register_execution_provider_library("webgpu", ep.get_library_path())
+                _EP_REGISTERED = True
+            devices = [d for d in ort.get_ep_devices() if d.ep_name == ep.get_ep_name()]
+            if not devices:
+                raise RuntimeError("onnxruntime offers no WebGPU device (no DRM card visible)")
+            options.add_provider_for_devices(devices, {})
+            self.session = ort.InferenceSession(onnx_path, options)
+            if self.session.get_providers()[0] != ep.get_ep_name():
+                raise RuntimeError(f"fell back to {self.session.get_providers()}")
+            self.adapter = "SwiftShader" if os.environ.get("VK_ICD_FILENAMES") == SWIFTSHADER_ICD else "Vulkan"
+        else:
+            self.session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+            self.adapter = "CPU"
+
+    def tensor(self, dtype, shape, data):
+        import numpy as np
+
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+    def raw(self, value) -> bytes:
+        import numpy as np
+
+        return np.ascontiguousarray(value, dtype=np.float32).tobytes()
+
+    async def run(self, names, feeds):
+        return self.session.run(names, feeds)
+
+
+def make_engine(name: str, job: dict):
+    if name.startswith("webinfer") and job.get("llm"):
+        from webinfer.llm.generate import Generator
+
+        return Generator.load(job["artifact"])
+    if name.startswith("webinfer"):
+        return WebinferNative(job["artifact"])
+    return OrtEngine(job["onnx"], "webgpu" if name == "ort-webgpu" else "cpu")
+
+
+def run_jobs(engine_name: str, jobs: list[dict], out_path: str) -> None:
+    """Each job's result, or its error as one line; a failing model never stops the next. The results so far
+    are rewritten after each job, so a worker killed on its time limit still reports what it finished."""
+    from webinfer.runtime.session import run_sync
+
+    results = []
+    for job in jobs:
+        try:
+            if job.get("kernels"):
+                from .kernels import run_kernels
+
+                result = run_kernels(job)
+            else:
+                result = run_sync(run_job(make_engine(engine_name, job), job))
+        except Exception as e:  # reported in the table, with the traceback on stderr
+            traceback.print_exc()
+            result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+        results.append({"model": job["model"], **result})
+        with open(out_path + ".tmp", "w") as f:
+            json.dump(results, f)
+        os.replace(out_path + ".tmp", out_path)
+
+
+def _fake_drm_card() -> None:
+    """Inside a private mount namespace: a tmpfs over /sys/class holding drm/card0/device/{vendor,device}."""
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/sys/class"], check=True)
+    card = "/sys/class/drm/card0/device"
+    os.makedirs(card)
+    for name, value in (("vendor", FAKE_VENDOR), ("device", "0x1050")):
+        with open(os.path.join(card, name), "w") as f:
+            f.write(value + "\n")
+
+
+def has_drm_card() -> bool:
+    return os.path.isfile("/sys/class/drm/card0/device/vendor")
+
+
+def worker_command(engine: str, jobs_path: str, out_path: str) -> tuple[list[str], dict]:
+    """The command line and environment of one engine's worker."""
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))
+    cmd = [sys.executable, "-m", "benchmarks.native", engine, jobs_path, out_path]
+    if engine.endswith("swiftshader"):
+        env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
+    if engine == "ort-webgpu" and not has_drm_card():
+        # Dawn rejects lavapipe 22.3 (missing dynamic-indexing features): SwiftShader it is.
+        env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
+        unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+        cmd = unshare + cmd + ["--fake-drm"]
+    return cmd, env
+
+
+def main(argv: list[str]) -> int:
+    engine, jobs_path, out_path = argv[:3]
+    if "--fake-drm" in argv:
+        _fake_drm_card()
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    run_jobs(engine, jobs, out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,146 @@
+// Browser side of `webinfer bench`: onnxruntime-web (webgpu, wasm) and webinfer in Pyodide, all served from
+// this origin. window.benchOrt(job, ep) and window.benchWebinfer(job) return the same JSON result as
+// benchmarks/runner.py (times, outputs as base64, adapter), so the harness checks every engine alike.
+import { loadPyodide } from "./pyodide/pyodide.mjs";
+
+const here = new URL("./", location.href);
+const B64 = (bytes) => {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+};
+const fromB64 = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+const ARRAYS = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array };
+
+let ortModule = null;
+async function loadOrt() {
+  if (!ortModule) {
+    ortModule = await import("./ort/ort.webgpu.min.mjs");
+    ortModule.env.wasm.wasmPaths = new URL("ort/", here).href;
+    ortModule.env.wasm.numThreads = crossOriginIsolated ? navigator.hardwareConcurrency || 1 : 1;
+  }
+  return ortModule;
+}
+
+async function adapterName() {
+  const a = navigator.gpu && (await navigator.gpu.requestAdapter());
+  return a ? `${a.info.vendor} ${a.info.architecture}` : "no adapter";
+}
+
+function tensorOf(ort, spec) {
+  const bytes = fromB64(spec.b64);
+  const T = ARRAYS[spec.dtype];
+  return new ort.Tensor(spec.dtype, new T(bytes.buffer, 0, bytes.byteLength / T.BYTES_PER_ELEMENT), spec.shape);
+}
+
+const floatsB64 = (data) => B64(new Uint8Array(Float32Array.from(data).buffer));
+const now = () => performance.now();
+// Stop timing once the budget is spent (at least one sample), as runner.py does.
+const more = (i, runs, t0, budget) => i < 1 || (i < runs && (now() - t0) / 1e3 < budget);
+
+async function ortSingle(ort, session, job) {
+  const feeds = Object.fromEntries(Object.entries(job.feeds).map(([n, s]) => [n, tensorOf(ort, s)]));
+  for (let i = 0; i < job.warmup; i++) await session.run(feeds);
+  const times = [];
+  let outs = null;
+  const t0 = now();
+  for (let i = 0; more(i, job.runs, t0, job.budget_s); i++) {
+    const t = now();
+    outs = await session.run(feeds);
+    times.push(now() - t);
+  }
+  const outputs = {};
+  for (const n of job.outputs) outputs[n] = { dtype: "float32", shape: [], b64: floatsB64(outs[n].data) };
+  return { latency_ms: times, outputs };
+}
+
+function ids(ort, values, shape) {
+  return new ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), shape);
+}
+
+async function ortLlmPass(ort, session, llm, steps, deadline) {
+  const n = llm.prompt.length;
+  const empty = new ort.Tensor("float32", new Float32Array(0), [1, llm.kv_heads, 0, llm.head_dim]);
+  let feeds = { input_ids: ids(ort, llm.prompt, [1, n]), attention_mask: ids(ort, Array(n).fill(1), [1, n]),
+                position_ids: ids(ort, [...Array(n).keys()], [1, n]) };
+  for (const [past] of llm.cache) feeds[past] = empty;
+  let t = now();
+  let outs = await session.run(feeds);
+  const prefillMs = now() - t;
+  const row = (o) => o.logits.data.subarray(o.logits.data.length - llm.vocab);
+  const prefillRow = Float32Array.from(row(outs));
+  const stepMs = [];
+  for (let i = 0; i < steps.length && (i < 2 || now() < deadline); i++) {
+    const pos = n + i;
+    feeds = { input_ids: ids(ort, [steps[i]], [1, 1]), attention_mask: ids(ort, Array(pos + 1).fill(1), [1, pos + 1]),
+              position_ids: ids(ort, [pos], [1, 1]) };
+    for (const [past, present] of llm.cache) feeds[past] = outs[present];
+    t = now();
+    outs = await session.run(feeds);
+    stepMs.push(now() - t);
+  }
+  return { prefillMs, stepMs, prefillRow, lastRow: Float32Array.from(row(outs)) };
+}
+
+async function ortLlm(ort, session, job) {
+  const llm = job.llm;
+  const t0 = now();
+  for (let i = 0; i < job.warmup; i++) await ortLlmPass(ort, session, llm, llm.decode.slice(0, 2), 0);
+  const prefill = [], rates = [];
+  let rows = null, steps = 0;
+  for (let i = 0; i < Math.max(job.runs, llm.decode_passes); i++) {
+    const decoding = i < llm.decode_passes;
+    if (!decoding && !more(i, job.runs, t0, job.budget_s)) break;
+    const deadline = t0 + job.budget_s * 1e3;
+    const p = await ortLlmPass(ort, session, llm, decoding ? llm.decode : [], deadline);
+    if (i < job.runs) prefill.push(p.prefillMs);
+    if (decoding) {
+      rates.push(p.stepMs.length / (p.stepMs.reduce((a, b) => a + b, 0) / 1e3));
+      rows = p;
+      steps = p.stepMs.length;
+    }
+  }
+  const outputs = { prefill_logits: { dtype: "float32", shape: [llm.vocab], b64: floatsB64(rows.prefillRow) },
+                    decode_logits: { dtype: "float32", shape: [llm.vocab], b64: floatsB64(rows.lastRow) } };
+  return { prefill_ms: prefill, decode_tok_s: rates, decode_steps: steps, outputs };
+}
+
+window.benchOrt = async (job, ep) => {
+  try {
+    const ort = await loadOrt();
+    const session = await ort.InferenceSession.create(new URL(job.onnx, here).href,
+                                                      { executionProviders: [ep], graphOptimizationLevel: "all" });
+    try {
+      const result = job.llm ? await ortLlm(ort, session, job) : await ortSingle(ort, session, job);
+      result.adapter = ep === "wasm" ? `wasm x${ort.env.wasm.numThreads}` : await adapterName();
+      return JSON.stringify(result);
+    } finally {
+      await session.release();
+    }
+  } catch (e) {
+    return JSON.stringify({ error: String(e && e.message ? e.message : e).split("\n")[0].slice(0, 300) });
+  }
+};
+
+let pyodide = null;
+window.benchWebinfer = async (job) => {
+  try {
+    if (!pyodide) {
+      const site = await (await fetch(new URL("site.json", here))).json();
+      pyodide = await loadPyodide({ indexURL: new URL("pyodide/", here).href });
+      await pyodide.loadPackage(new URL(site.wheel, here).href, { messageCallback: () => {} });
+      for (const file of ["runner.py", "wi_page.py"]) {
+        pyodide.runPython(await (await fetch(new URL(file, here))).text(), { filename: file });
+      }
+    }
+    const benchJob = pyodide.globals.get("bench_job");
+    try {
+      return await benchJob(JSON.stringify({ ...job, artifact: new URL(job.artifact, here).href }));
+    } finally {
+      benchJob.destroy();
+    }
+  } catch (e) {
+    return JSON.stringify({ error: String(e && e.message ? e.message : e).split("\n").filter(Boolean).pop().slice(0, 300) });
+  }
+};
+document.getElementById("status").textContent = "ready";

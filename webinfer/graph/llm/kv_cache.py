@@ -9,6 +9,9 @@ This rewrite keeps the cache on the GPU instead: each ``past_key_values.*`` grap
 buffer of ``max_seq`` positions (recorded in the graph's metadata, read by the lowerer), and each layer's
 attention becomes ``CachedAttention(q, k_new, v_new, mask, past_k, past_v)``, which writes the new keys
 and values at positions [past, past + n) and attends over [0, past + n). ``present.*`` outputs go away.
+When the exporter wrote rotary embeddings (HF's rotate_half) and the head transposes around it, those are
+absorbed too (``bshd_rotary=1``: inputs q, k, v in [b, s, heads, d] plus cos/sin [b, s, d]; the output in
+[b, s, heads, d]): a decode layer's attention is then two kernels instead of about a dozen.
 """
 
 from __future__ import annotations
@@ -115,6 +118,78 @@ def _match(softmax: ir.Node, concats: dict) -> dict | None:
             "anchor": out_mm}
 
 
+def _perm(node: ir.Node | None, perm: list[int]) -> bool:
+    a = node.attributes.get("perm") if node is not None else None
+    return node is not None and node.op_type == "Transpose" and a is not None and list(a.as_ints()) == perm
+
+
+def _peel_heads_transpose(value: ir.Value) -> ir.Value | None:
+    """[b, s, h, d] -> Transpose(0, 2, 1, 3) -> value: the [b, s, h, d] tensor, else None."""
+    node = value.producer()
+    return node.inputs[0] if _perm(node, [0, 2, 1, 3]) else None
+
+
+def _slice_range(value: ir.Value, x: ir.Value, d: int) -> tuple[int, int] | None:
+    node = value.producer()
+    if node is None or node.op_type != "Slice" or node.inputs[0] is not x or len(node.inputs) < 4:
+        return None
+    starts, ends, axes = (const(node.inputs[i]) for i in (1, 2, 3))
+    steps = const(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else None
+    if starts is None or ends is None or axes is None or starts.size != 1 or int(axes.reshape(-1)[0]) not in (-1, 3):
+        return None
+    if steps is not None and int(steps.reshape(-1)[0]) != 1:
+        return None
+    return int(starts.reshape(-1)[0]), min(int(ends.reshape(-1)[0]), d)
+
+
+def _unsqueezed(value: ir.Value) -> ir.Value | None:
+    """Unsqueeze(t, axes=[1]) -> t."""
+    node = value.producer()
+    if node is None or node.op_type != "Unsqueeze" or len(node.inputs) < 2:
+        return None
+    axes = const(node.inputs[1])
+    return node.inputs[0] if axes is not None and axes.reshape(-1).tolist() == [1] else None
+
+
+def _rotary(value: ir.Value, d: int) -> tuple[ir.Value, ir.Value, ir.Value] | None:
+    """x * cos + cat(-x[..., h:], x[..., :h]) * sin (HF's rotate_half), x = Transpose(x0): (x0, cos, sin)."""
+    add = value.producer()
+    if add is None or add.op_type != "Add" or add.domain != "":
+        return None
+    for a, b in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
+        ma, mb = a.producer(), b.producer()
+        if ma is None or mb is None or ma.op_type != "Mul" or mb.op_type != "Mul":
+            continue
+        for x, c in ((ma.inputs[0], ma.inputs[1]), (ma.inputs[1], ma.inputs[0])):
+            for r, sn in ((mb.inputs[0], mb.inputs[1]), (mb.inputs[1], mb.inputs[0])):
+                cat = r.producer()
+                if cat is None or cat.op_type != "Concat" or len(cat.inputs) != 2 or int_attr(cat, "axis", 0) not in (-1, 3):
+                    continue
+                neg = cat.inputs[0].producer()
+                if neg is None or neg.op_type != "Neg":
+                    continue
+                if _slice_range(neg.inputs[0], x, d) != (d // 2, d) or _slice_range(cat.inputs[1], x, d) != (0, d // 2):
+                    continue
+                x0, cos, sin = _peel_heads_transpose(x), _unsqueezed(c), _unsqueezed(sn)
+                if x0 is not None and cos is not None and sin is not None:
+                    return x0, cos, sin
+    return None
+
+
+def _absorb(m: dict, d: int) -> dict | None:
+    """Rotary on q and k, the head transposes of q, k, v and of the output, when the exporter wrote them
+    around the attention: the kernels then read [b, s, h, d] directly, rotate on the fly and write
+    [b, s, h, d], so none of those ops runs as a kernel."""
+    rq, rk = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d)
+    v0 = _peel_heads_transpose(m["v"].inputs[1])
+    users = [u.node for u in m["out"].uses()]
+    if rq is None or rk is None or v0 is None or rq[1:] != rk[1:] or len(users) != 1 or m["out"].is_graph_output():
+        return None
+    if not _perm(users[0], [0, 2, 1, 3]):
+        return None
+    return {"q": rq[0], "k": rk[0], "v": v0, "cos": rq[1], "sin": rq[2], "out": users[0].outputs[0]}
+
+
 def run(model: ir.Model, max_seq: int) -> int:
     """Rewrite every attention over the KV cache; returns the number of layers rewritten."""
     graph = model.graph
@@ -136,14 +211,21 @@ def run(model: ir.Model, max_seq: int) -> int:
         kv_heads = past_k.shape[1]
         if not isinstance(q_heads, int) or not isinstance(kv_heads, int) or q_heads % kv_heads:
             raise KVCacheError(f"attention {layer}: head counts must be static with q heads a multiple of kv heads")
-        node = ir.Node(DOMAIN, "CachedAttention", [m["q"], k_new, v_new, m["mask"], past_k, past_v],
+        head = past_k.shape[3]
+        fused = _absorb(m, head) if isinstance(head, int) else None
+        inputs = [m["q"], k_new, v_new, m["mask"], past_k, past_v]
+        if fused:
+            inputs = [fused["q"], fused["k"], fused["v"], m["mask"], past_k, past_v, fused["cos"], fused["sin"]]
+        node = ir.Node(DOMAIN, "CachedAttention", inputs,
                        attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrInt64("q_heads", q_heads),
-                                   ir.AttrInt64("kv_heads", kv_heads), ir.AttrInt64("layer", layer)],
+                                   ir.AttrInt64("kv_heads", kv_heads), ir.AttrInt64("layer", layer),
+                                   ir.AttrInt64("bshd_rotary", int(fused is not None))],
                        name=f"cached_attention_{layer}", num_outputs=1)
         graph.insert_before(m["anchor"], node)
         out = node.outputs[0]
-        out.dtype, out.shape = m["out"].dtype, m["out"].shape
-        m["out"].replace_all_uses_with(out)
+        replaced = fused["out"] if fused else m["out"]
+        out.dtype, out.shape = replaced.dtype, replaced.shape
+        replaced.replace_all_uses_with(out)
         states += [past_k.name, past_v.name]
     presents = set(concats)
     kept = [o for o in graph.outputs if o not in presents]

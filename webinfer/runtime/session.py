@@ -53,7 +53,15 @@ class SessionCore:
             cap = self.tensors[st["tensor"]]["capacity"]
             self.states[st["tensor"]] = device.create_buffer(max(4, _prod(cap) * 4), "storage")
         self._dynamic = [bool(_step_dims(step) & set(self.bounds)) for step in self.steps]
+        self.weight_bytes = sum(_prod(self.tensors[tid]["shape"]) * 4 for tid in self.weights)
+        self.state_bytes = sum(_prod(self.tensors[tid]["capacity"]) * 4 for tid in self.states)
         self._plans: dict[tuple, dict] = {}
+
+    def gpu_bytes(self) -> dict:
+        """GPU memory this session holds: weights, KV-cache states, and the cached plans' buffers."""
+        plans = sum(p["bytes"] for p in self._plans.values())
+        return {"weights": self.weight_bytes, "states": self.state_bytes, "plans": plans,
+                "total": self.weight_bytes + self.state_bytes + plans}
 
     # -- set-up ------------------------------------------------------------------------------------
     def _upload_weights(self, read_shard) -> dict[int, object]:
@@ -147,7 +155,7 @@ class SessionCore:
         numel = [D.evaluate(_numel(t), size_env) for t in self.tensors]
         base = [self._base(tid) for tid in range(len(self.tensors))]
         buffers, owned = self._allocate(numel, base)
-        entries = []
+        entries, ubytes = [], 0
         for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
             if not self._dynamic[i] and not step_runs(step, env):
                 continue
@@ -156,6 +164,7 @@ class SessionCore:
             if step["uniforms"]:
                 data = self._uniform_bytes(step, env)
                 ubuf = self.device.create_buffer(len(data), "uniform")
+                ubytes += len(data)
                 self.device.write_buffer(ubuf, 0, data)
                 owned.append(ubuf)
                 binds.append((ubuf, 0, len(data)))
@@ -165,8 +174,10 @@ class SessionCore:
             tid = io["tensor"]
             readbacks[io["name"]] = (self.device.create_buffer(max(4, numel[tid] * 4), "readback"), numel[tid])
             owned.append(readbacks[io["name"]][0])
+        nbytes = self.last_plan_bytes + sum(max(16, (n * 4 + 15) // 16 * 16) for _, n in readbacks.values())
+        nbytes += ubytes
         plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
-                "readbacks": readbacks, "owned": owned}
+                "readbacks": readbacks, "owned": owned, "bytes": nbytes}
         self._plans[key] = plan
         return self._refresh(plan, env)
 

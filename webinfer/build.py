@@ -19,29 +19,36 @@ from .errors import WebinferError
 from .graph import llm
 from .graph.importer import import_model
 from .graph.optimize import optimize as optimize_graph
+from .graph.quantize import FORMATS as quantize_formats
+from .graph.quantize import rewrite as quantize_rewrite
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
           input_values: dict | None = None, validate: bool = True, progress: bool = False,
-          optimize: bool = True, save_optimized: str | None = None, max_seq: int | None = None) -> dict:
+          optimize: bool = True, save_optimized: str | None = None, max_seq: int | None = None,
+          quantize: str | None = None, generation: bool = True) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
     graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
     (graph/llm): an in-place KV cache of ``max_seq`` positions (default 1024), on-GPU sampling, and its
-    tokenizer files as assets.
+    tokenizer files as assets (``generation=False`` keeps the plain graph: all logits, past as inputs).
+    ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     """
     t0 = time.perf_counter()
     ir_model = import_model(model)
     try:
-        rewrites = llm.generation_rewrites(ir_model, max_seq)
+        rewrites = llm.generation_rewrites(ir_model, max_seq) if generation else None
     except ValueError as e:
         raise WebinferError(str(e)) from None
+    if quantize not in (None, *quantize_formats):
+        raise WebinferError(f"--quantize {quantize!r}: choose from {', '.join(quantize_formats)}")
+    weight_rewrites = quantize_rewrite(quantize)
     if rewrites:
         batch = llm.batch_dim(ir_model)
         dims = {batch: 1, **(dims or {})} if batch else dims
     try:
-        passes = optimize_graph(ir_model, None if optimize else [], rewrites) if optimize or rewrites else []
+        passes = optimize_graph(ir_model, None if optimize else [], {**(rewrites or {}), **weight_rewrites})
     except (llm.kv_cache.KVCacheError, llm.head.HeadError) as e:
         raise WebinferError(f"cannot build for generation: {e}") from None
     if save_optimized:

@@ -32,7 +32,8 @@ def cmd_build(args) -> int:
         raise WebinferError(f"{out} exists and is not a directory")
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, progress=True,
-                     optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq)
+                     optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
+                     quantize=args.quantize)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
@@ -176,6 +177,8 @@ def parser() -> argparse.ArgumentParser:
                    help="write nodes, kernels, planned/naive activation bytes, weight bytes and passes")
     b.add_argument("--max-seq", type=int, metavar="N",
                    help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
+    b.add_argument("--quantize", choices=["int8", "int4"],
+                   help="weight-only quantization of MatMul/Gemm weights and embedding tables (blocks of 32)")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")

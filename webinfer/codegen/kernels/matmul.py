@@ -86,7 +86,7 @@ class Operand:
 
 def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta=0.0, epilogue=None,
            zero_points=(None, None), acc_type: str | None = None, epilogue_fn: str = "",
-           extra_reads: dict | None = None) -> None:
+           extra_reads: dict | None = None, when: tuple | None = None) -> None:
     """Emit ``out[batch, m, n] = alpha * A @ B (+ beta * C)``; ``out`` is contiguous [batch..., m, n].
 
     ``c``: (tensor, stride_m, stride_n) broadcast over the output, or None. ``epilogue``: a WGSL expression
@@ -126,7 +126,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     vec = t.vec
     if isinstance(nb, int) and nb > 65535:
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
-    ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
+    ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t, when=when,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
                  epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec,
                  vec4_vars=["a", "b"] if vec else [],
@@ -163,6 +163,15 @@ def matrix_shape(shape):
 def lower_matmul(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
+    if not epilogue and b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
+        from .quant_matmul import gemv_kn, row_steps  # one row (decode): the matrix-vector kernel
+
+        gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]))
+        if gemv_when != "skip":
+            gemv_kn(ctx, a, b, out, gemv_when)
+        if gemm_when != "skip":
+            matmul_into(ctx, a, b, out, when=gemm_when)
+        return
     matmul_into(ctx, a, b, out, **epilogue)
 
 

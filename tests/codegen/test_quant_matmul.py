@@ -1,0 +1,150 @@
+"""Quantized and decode-shaped matmuls (graph/quantize.py + kernels/quant_matmul.py) against numpy.
+
+The reference weights are unpacked here, bit by bit, independently of webinfer's own dequantizer; the
+products are float64 numpy. One artifact per case has a symbolic row count, so the same build runs the
+matrix-vector step (rows == 1) and the matrix-matrix step (rows > 1).
+"""
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper
+
+from webinfer import InferenceSession
+from webinfer.build import build
+from webinfer.graph.quantize import quantize_nk, quantize_weights
+
+rng = np.random.default_rng(7)
+
+
+def unpack_reference(words: np.ndarray, params: np.ndarray, fmt: str, k: int) -> np.ndarray:
+    """[N, K] float64 weights from the packed words, following the documented layout literally."""
+    n, nw = words.shape
+    out = np.zeros((n, nw * (4 if fmt == "int8" else 8)))
+    for w in range(nw):
+        word = words[:, w].astype(np.uint64)
+        if fmt == "int8":
+            for j in range(4):
+                byte = ((word >> np.uint64(8 * j)) & np.uint64(255)).astype(np.int64)
+                q = np.where(byte > 127, byte - 256, byte)
+                kk = 4 * w + j
+                out[:, kk] = q / 127.0 * params[:, kk // 32]
+        else:
+            for j in range(8):
+                q = ((word >> np.uint64(8 * (j % 4) + 4 * (j // 4))) & np.uint64(15)).astype(np.float64)
+                kk = 8 * w + j
+                out[:, kk] = q / 255.0 * params[:, kk // 32, 0] + params[:, kk // 32, 1]
+    return out[:, :k]
+
+
+def model_with(nodes, inputs, outputs, inits) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "q", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def build_quantized(proto: onnx.ModelProto, fmt, tmp_path) -> InferenceSession:
+    build(proto, str(tmp_path / "m.wi"), quantize=fmt)
+    return InferenceSession(str(tmp_path / "m.wi"))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_packing_recovers_weights(fmt):
+    w = rng.normal(size=(6, 70)).astype(np.float32)
+    words, params = quantize_nk(w, fmt)
+    ref = unpack_reference(words, params, fmt, 70)
+    step = np.abs(w).max() / 127 if fmt == "int8" else (w.max() - w.min()) / 15
+    assert np.abs(ref - w).max() <= 0.5 * step + 1e-6
+
+
+def test_int4_recovers_q4_1_blocks_exactly():
+    """Weights that already are Q4_1 values (GGUF: d * q + m per block of 32) come back unchanged."""
+    q = rng.integers(0, 16, size=(5, 64))
+    q[:, ::32], q[:, 1::32] = 0, 15  # every block spans the full range, like ggml's quantizer makes it
+    d = rng.uniform(0.01, 0.1, size=(5, 2)).astype(np.float32)
+    m = rng.uniform(-1, 0, size=(5, 2)).astype(np.float32)
+    w = (q.reshape(5, 2, 32) * d[..., None] + m[..., None]).reshape(5, 64).astype(np.float32)
+    words, params = quantize_nk(w, "int4")
+    assert np.abs(unpack_reference(words, params, "int4", 64) - w).max() < 1e-6
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+@pytest.mark.parametrize("k,n", [(64, 40), (70, 5), (36, 9), (96, 33), (32, 1)])
+def test_matmul_q(fmt, k, n, tmp_path):
+    w = rng.normal(size=(k, n)).astype(np.float32)
+    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", k])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", n])],
+                       [onnx.numpy_helper.from_array(w, "w")])
+    sess = build_quantized(proto, fmt, tmp_path)
+    labels = [s["label"] for s in sess.artifact.manifest["steps"]]
+    assert labels.count("quant_matmul:MatMulQ") == 2, labels  # one GEMV and one GEMM step
+    ref_w = unpack_reference(*quantize_nk(w.T, fmt), fmt, k).T
+    for shape in [(1, 1, k), (1, 5, k), (2, 19, k), (1, 1, k)]:
+        x = rng.normal(size=shape).astype(np.float32)
+        y = sess.run(None, {"x": x})[0]
+        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_gemm_bias_alpha_and_transposed_weight(fmt, tmp_path):
+    k, n = 64, 12
+    w = rng.normal(size=(n, k)).astype(np.float32)
+    c = rng.normal(size=(n,)).astype(np.float32)
+    proto = model_with([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
+                       [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(c, "c")])
+    sess = build_quantized(proto, fmt, tmp_path)
+    ref_w = unpack_reference(*quantize_nk(w * np.float32(0.5), fmt), fmt, k)
+    for rows in (1, 7):
+        x = rng.normal(size=(rows, k)).astype(np.float32)
+        y = sess.run(None, {"x": x})[0]
+        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w.T + 2.0 * c, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("fmt", [None, "int8", "int4"])
+def test_tied_embedding_table_is_stored_once(fmt, tmp_path):
+    """Gather(table) and MatMul(h, Transpose(table)) (a tied LM head) share one weight, any format."""
+    v, d = 4096, 64  # 2**18 elements: large enough to quantize the Gather too
+    table = rng.normal(size=(v, d)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["h"]),
+             helper.make_node("Transpose", ["table"], ["tt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["h", "tt"], ["logits"])]
+    proto = model_with(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "s"])],
+                       [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "s", v])],
+                       [onnx.numpy_helper.from_array(table, "table")])
+    sess = build_quantized(proto, fmt, tmp_path)
+    weight_bytes = sum(s["bytes"] for s in sess.artifact.manifest["shards"])
+    assert weight_bytes < table.nbytes * (1.01 if fmt is None else 0.3)
+    ref = table.astype(np.float64) if fmt is None else unpack_reference(*quantize_nk(table, fmt), fmt, d)
+    for ids in ([[5]], [[0, 4095, -1, 17, 17]]):
+        ids = np.array(ids, np.int64)
+        h = ref[ids % v]
+        logits = sess.run(None, {"ids": ids})[0]
+        np.testing.assert_allclose(logits, h @ ref.T, rtol=1e-4, atol=1e-3)
+
+
+def test_fp32_gemv_and_gemm_from_one_artifact(tmp_path):
+    """MatMul with a plain f32 weight: the decode step (one row) and the GEMM step from one artifact."""
+    k, n = 48, 20
+    w = rng.normal(size=(k, n)).astype(np.float32)
+    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", k])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "s", n])],
+                       [onnx.numpy_helper.from_array(w, "w")])
+    build(proto, str(tmp_path / "f.wi"))
+    sess = InferenceSession(str(tmp_path / "f.wi"))
+    assert any(s["label"] == "quant_matmul:MatMul" and s.get("when") for s in sess.artifact.manifest["steps"])
+    for s in (1, 6):
+        x = rng.normal(size=(1, s, k)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_rewrite_leaves_activations_alone():
+    """A MatMul of two activations is not a weight: nothing is rewritten."""
+    proto = model_with([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                       [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 32]),
+                        helper.make_tensor_value_info("b", TensorProto.FLOAT, [32, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [])
+    assert quantize_weights(ir.serde.deserialize_model(proto), "int4") == 0

@@ -1,0 +1,85 @@
+"""Matmuls against constant weights, decode-shaped and quantized: ``webinfer.MatMulQ`` / ``webinfer.GatherQ``
+(written by graph/quantize.py) and MatMul's one-row path for a plain f32 weight.
+
+A decode step multiplies one row by each weight: the work is streaming the weight once, so the matrix-
+vector kernel (GEMV) gives each invocation one output column and walks its contiguous N-major words,
+while the prefill kernel (GEMM) keeps a 4x4 tile of rows x columns in registers to reuse each loaded
+word. When the row count is symbolic both steps are emitted with ``when`` conditions on it, so one
+artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay packed in GPU memory.
+"""
+
+from __future__ import annotations
+
+from ... import dims as D
+from ..registry import WEBINFER_DOMAIN, lowering
+from .matmul import Tiling
+
+# Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
+# 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.
+GEMV_WG = 64
+GEMV_TN = 4
+GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
+
+
+def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:
+    """The ``when`` conditions of the (GEMV, GEMM) steps for ``rows``; None for a step that never runs."""
+    if isinstance(rows, int):
+        return (None, "skip") if rows == 1 else ("skip", None)
+    return ("eq", rows, 1), ("ne", rows, 1)
+
+
+@lowering("MatMulQ", domain=WEBINFER_DOMAIN)
+def lower_matmul_q(ctx) -> None:
+    from ...graph.quantize import PER_WORD  # not at import time: graph.passes imports the kernels
+
+    x, words = ctx.inputs[0], ctx.inputs[1]
+    fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
+    if x.shape[-1] != k and isinstance(x.shape[-1], int):
+        raise ctx.unsupported(f"input has {x.shape[-1]} columns, the weight {k} rows")
+    out = ctx.output(0, "float32", tuple(x.shape[:-1]) + (n,))
+    rows = D.product(x.shape[:-1])
+    reads = {"x": x, "wq": words}
+    if ctx.has_input(2):
+        reads["qp"] = ctx.inputs[2]
+    if ctx.has_input(3):
+        reads["bias"] = ctx.inputs[3]
+    xvec = k % (4 if fmt == "f32" else 32) == 0
+    wvec = fmt == "f32" and k % 4 == 0
+    vec4 = (["x"] if xvec else []) + (["wq"] if wvec else [])
+    common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
+                  has_bias=ctx.has_input(3))
+    gemv_when, gemm_when = row_steps(rows)
+    if gemv_when != "skip":
+        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
+                     when=gemv_when, kind="gemv", tn=GEMV_TN, **common)
+    if gemm_when != "skip":
+        t = GEMM_TILING
+        grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
+        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
+                     params={"M": rows}, kind="gemm", t=t, **common)
+
+
+@lowering("GatherQ", domain=WEBINFER_DOMAIN)
+def lower_gather_q(ctx) -> None:
+    from ...graph.quantize import PER_WORD
+
+    words, idx = ctx.inputs[0], ctx.inputs[2]
+    fmt, k = ctx.attr("format"), int(ctx.attr("k"))
+    out = ctx.output(0, "float32", tuple(idx.shape) + (k,))
+    total = out.numel
+    if total == 0:
+        return
+    reads = {"wq": words, "idx": idx}
+    if ctx.has_input(1):
+        reads["qp"] = ctx.inputs[1]
+    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total, params={"total": total},
+                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt])
+
+
+def gemv_kn(ctx, x, w, out, when) -> None:
+    """MatMul's decode step for a plain f32 constant weight stored K-major [K, N] (``x`` has one row)."""
+    k, n = (int(d) for d in w.shape)
+    wvec = n % 4 == 0
+    ctx.dispatch("quant_matmul.wgsl.j2", {"x": x, "wq": w}, {"out": out}, work=n // 4 if wvec else n,
+                 wg=GEMV_WG, when=when, kind="gemv_kn", fmt="f32", K=k, N=n, per_word=1, wvec=wvec,
+                 vec4_vars=["wq"] if wvec else [])

@@ -1,0 +1,197 @@
+"""Weight-only quantization: MatMul/Gemm weights and large embedding tables -> packed u32 words.
+
+Every quantized (or re-laid) weight is stored N-major: row ``n`` holds the K reduction values of one
+output column, in blocks of 32 along K (K padded with zeros to a multiple of 32). N-major is the layout
+of an embedding table ([vocab, hidden]) too, so a table that a Gather reads and a MatMul uses transposed
+(tied LM head) is stored once and read by both kernels.
+
+Formats (``words`` is uint32 [N, Kp / per_word], ``params`` float32):
+- ``int8``: symmetric; 4 values per word, byte j = k + j (two's complement); params [N, Kp/32] hold the
+  block's max |w| (the kernel's ``unpack4x8snorm`` yields q / 127, so w = q/127 * amax).
+- ``int4``: asymmetric (like GGUF Q4_1); 8 values per word, byte j holds k + j in its low nibble and
+  k + 4 + j in its high nibble; params [N, Kp/32, 2] hold (255 * scale, min) (``unpack4x8unorm`` of the
+  masked nibbles yields q / 255, so w = q/255 * (255 * scale) + min).
+- ``f32``: no packing (words are float32 [N, K]); used to share a tied table without quantizing.
+
+The graph rewrite writes ``webinfer.MatMulQ(x, words, params?, bias?)`` and ``webinfer.GatherQ(words,
+params?, indices)``; codegen/kernels/quant_matmul.py lowers them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ..codegen.registry import WEBINFER_DOMAIN
+from .passes._util import const, new_initializer, replace_value
+
+BLOCK = 32
+FORMATS = ("int8", "int4")
+PER_WORD = {"int8": 4, "int4": 8, "f32": 1}
+GATHER_MIN_ELEMENTS = 1 << 16  # smaller tables are not worth a special kernel
+
+
+def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Pack an N-major float matrix [N, K] into (words, params) of ``fmt``."""
+    w = np.asarray(w, dtype=np.float32)
+    if fmt == "f32":
+        return np.ascontiguousarray(w), None
+    n, k = w.shape
+    kp = -(-k // BLOCK) * BLOCK
+    blocks = np.zeros((n, kp), np.float32)
+    blocks[:, :k] = w
+    blocks = blocks.reshape(n, kp // BLOCK, BLOCK)
+    if fmt == "int8":
+        amax = np.abs(blocks).max(axis=2)
+        scale = np.where(amax > 0, amax / 127.0, 1.0)
+        q = np.clip(np.rint(blocks / scale[..., None]), -127, 127).astype(np.int8)
+        words = q.reshape(n, kp).view(np.uint8).reshape(n, kp // 4, 4).copy().view("<u4").reshape(n, kp // 4)
+        return words.astype(np.uint32), amax.astype(np.float32)
+    if fmt == "int4":
+        lo, hi = blocks.min(axis=2), blocks.max(axis=2)
+        scale = (hi - lo) / 15.0
+        safe = np.where(scale > 0, scale, 1.0)
+        q = np.clip(np.rint((blocks - lo[..., None]) / safe[..., None]), 0, 15).astype(np.uint8)
+        q = q.reshape(n, kp // 8, 2, 4)
+        packed = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).astype(np.uint8)
+        words = np.ascontiguousarray(packed).view("<u4").reshape(n, kp // 8)
+        params = np.stack([scale * 255.0, lo], axis=-1).astype(np.float32)
+        return words.astype(np.uint32), params
+    raise ValueError(f"unknown weight format {fmt!r}")
+
+
+def dequantize_nk(words: np.ndarray, params: np.ndarray | None, fmt: str, k: int) -> np.ndarray:
+    """The float32 [N, K] matrix the kernels compute with (the reference for tests and error checks)."""
+    if fmt == "f32":
+        return np.asarray(words, np.float32)
+    n = words.shape[0]
+    b = np.ascontiguousarray(words).view(np.uint8).reshape(n, -1)
+    if fmt == "int8":
+        q = b.view(np.int8).astype(np.float32) / np.float32(127.0)
+        w = q.reshape(n, -1, BLOCK) * params[..., None]
+    else:
+        b = b.reshape(n, -1, 4)
+        q = np.concatenate([b & 15, b >> 4], axis=2).astype(np.float32) / np.float32(255.0)
+        q = q.reshape(n, -1, BLOCK)
+        w = q * params[..., 0][..., None] + params[..., 1][..., None]
+    return w.reshape(n, -1)[:, :k].astype(np.float32)
+
+
+class _Rewriter:
+    def __init__(self, model: ir.Model, fmt: str | None):
+        self.graph = model.graph
+        self.fmt = fmt
+        self.packed: dict[tuple, tuple] = {}  # (source value id, transposed, scale) -> (words, params)
+        self.count = 0
+
+    def pack(self, src: ir.Value, array_nk: np.ndarray, transposed: bool, fmt: str, alpha: float = 1.0):
+        """Initializers for ``array_nk`` in ``fmt``, shared by every use of the same source weight."""
+        key = (id(src), transposed, fmt, alpha)
+        if key not in self.packed:
+            if fmt == "f32" and not transposed and alpha == 1.0 and src.is_initializer():
+                self.packed[key] = (src, None)
+            else:
+                words, params = quantize_nk(array_nk * np.float32(alpha), fmt)
+                hint = f"{src.name or 'w'}.{fmt}"
+                wv = new_initializer(self.graph, words, hint)
+                pv = new_initializer(self.graph, params, hint + ".params") if params is not None else None
+                self.packed[key] = (wv, pv)
+        return self.packed[key]
+
+    def weight_nk(self, b: ir.Value) -> tuple[ir.Value, np.ndarray, bool] | None:
+        """(source, N-major array, whether it came through a Transpose) for a MatMul's constant B."""
+        value = const(b)
+        if value is not None and value.ndim == 2 and value.dtype == np.float32:
+            return b, value.T, True
+        node = b.producer()
+        if node is not None and node.op_type == "Transpose" and node.domain == "":
+            perm = node.attributes.get("perm")
+            src = const(node.inputs[0])
+            if src is not None and src.ndim == 2 and src.dtype == np.float32 and (perm is None or
+                                                                                  list(perm.as_ints()) == [1, 0]):
+                return node.inputs[0], src, False
+        return None
+
+    def matmul(self, node: ir.Node) -> None:
+        found = self.weight_nk(node.inputs[1])
+        if found is None or (self.fmt is None and found[2]):
+            return  # without quantization only a transposed constant (a tied table) is worth rewriting
+        src, w_nk, transposed = found
+        self.emit_matmul(node, src, w_nk, transposed, None, 1.0)
+
+    def gemm(self, node: ir.Node) -> None:
+        attrs = {n: node.attributes[n].value for n in ("transA", "transB", "alpha", "beta") if n in node.attributes}
+        if self.fmt is None or attrs.get("transA", 0):
+            return
+        b = const(node.inputs[1])
+        if b is None or b.ndim != 2 or b.dtype != np.float32:
+            return
+        w_nk, transposed = (b, False) if attrs.get("transB", 0) else (b.T, True)
+        bias = None
+        if len(node.inputs) > 2 and node.inputs[2] is not None:
+            c = const(node.inputs[2])
+            n = w_nk.shape[0]
+            if c is None or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1):
+                return
+            bias = np.broadcast_to(c.reshape(-1) * np.float32(attrs.get("beta", 1.0)), (n,)).astype(np.float32)
+        self.emit_matmul(node, node.inputs[1], w_nk, transposed, bias, float(attrs.get("alpha", 1.0)))
+
+    def emit_matmul(self, node, src, w_nk, transposed, bias, alpha) -> None:
+        fmt = self.fmt or "f32"
+        words, params = self.pack(src, w_nk, transposed, fmt, alpha)
+        inputs = [node.inputs[0], words, params]
+        if bias is not None:
+            inputs.append(new_initializer(self.graph, bias, f"{src.name or 'w'}.bias"))
+        n, k = w_nk.shape
+        self.replace(node, "MatMulQ", inputs, {"format": fmt, "k": int(k), "n": int(n)})
+
+    def gather(self, node: ir.Node) -> None:
+        table = const(node.inputs[0])
+        axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+        if (self.fmt is None or table is None or table.ndim != 2 or table.dtype != np.float32 or axis != 0
+                or table.size < GATHER_MIN_ELEMENTS):
+            return
+        words, params = self.pack(node.inputs[0], table, False, self.fmt)
+        self.replace(node, "GatherQ", [words, params, node.inputs[1]],
+                     {"format": self.fmt, "k": int(table.shape[1])})
+
+    def replace(self, node: ir.Node, op: str, inputs: list, attrs: dict) -> None:
+        attributes = [ir.AttrString(a, v) if isinstance(v, str) else ir.AttrInt64(a, v) for a, v in attrs.items()]
+        new = ir.Node(WEBINFER_DOMAIN, op, inputs, attributes=attributes, name=node.name or None, num_outputs=1)
+        self.graph.insert_before(node, new)
+        out = new.outputs[0]
+        out.dtype, out.shape = node.outputs[0].dtype, node.outputs[0].shape
+        if not replace_value(self.graph, node.outputs[0], out):
+            self.graph.remove(new, safe=True)
+            return
+        self.graph.remove(node, safe=True)
+        self.count += 1
+
+
+def quantize_weights(model: ir.Model, fmt: str | None) -> int:
+    """Rewrite MatMul/Gemm constant weights and large Gather tables into ``fmt`` (``int8``/``int4``).
+
+    With ``fmt=None`` nothing is quantized, but a MatMul of a transposed constant (a tied LM head) still
+    becomes an f32 ``MatMulQ`` over the untransposed table, so the weight is stored once.
+    Returns the number of rewritten nodes.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise ValueError(f"unknown quantization {fmt!r}; choose from {FORMATS}")
+    if WEBINFER_DOMAIN not in model.opset_imports:
+        model.opset_imports[WEBINFER_DOMAIN] = 1
+    rw = _Rewriter(model, fmt)
+    for node in list(model.graph):
+        if node.domain != "":
+            continue
+        if node.op_type == "MatMul":
+            rw.matmul(node)
+        elif node.op_type == "Gemm":
+            rw.gemm(node)
+        elif node.op_type == "Gather":
+            rw.gather(node)
+    return rw.count
+
+
+def rewrite(fmt: str | None):
+    """The build's rewrite hook: ``{"quantize": fn(model)}`` for graph/optimize.py."""
+    return {"quantize": lambda model: quantize_weights(model, fmt)}

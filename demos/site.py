@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import json
 import os
 import sys
@@ -38,13 +37,11 @@ def _source_key() -> str:
 
 
 def chat_build_options() -> dict:
-    """int4 weights when this webinfer's build() offers quantization, fp32 otherwise."""
-    from webinfer.build import build
-
-    options = {"max_seq": CHAT_MAX_SEQ}
-    if "quantize" in inspect.signature(build).parameters:
-        options["quantize"] = "int4"
-    return options
+    """int4 weights by default (WEBINFER_CHAT_QUANTIZE=int8, or none for fp32)."""
+    quantize = os.environ.get("WEBINFER_CHAT_QUANTIZE", "int4")
+    if quantize not in ("int4", "int8", "none"):
+        raise SystemExit(f"WEBINFER_CHAT_QUANTIZE={quantize!r}: choose int4, int8 or none")
+    return {"max_seq": CHAT_MAX_SEQ, **({} if quantize == "none" else {"quantize": quantize})}
 
 
 def models() -> dict[str, tuple]:

@@ -1,0 +1,85 @@
+"""Time the demo pages in headless Chromium: page load to ready with a cold cache (fresh browser context)
+and a warm one (a second visit in the same context: Cache Storage holds the weights, the HTTP cache holds
+Pyodide), plus, for chat, time to first token and decode tokens/s.
+
+    python -m demos.measure [SITE=build/site] [--tokens 8]     (after `make site`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = {
+    "classify": ("classify/?image=sample.png", "#result"),
+    "similarity": ("similarity/?a=" + quote("The cat sits on the mat.") + "&b=" + quote("A kitten rests on a rug."),
+                   "#result"),
+    "chat": ("chat/?prompt=" + quote("What is the capital of France?") + "&max_new_tokens={n}&greedy=1&seed=0",
+             "#answer"),
+}
+
+
+def visit(page, url: str, selector: str) -> dict:
+    page.goto(url)
+    page.wait_for_selector(f"{selector}[data-done]", state="attached", timeout=900_000)
+    el = page.locator(selector)
+    if el.get_attribute("data-error"):
+        raise SystemExit(f"{url}: {el.get_attribute('data-error')}")
+    out = {"timings": json.loads(el.get_attribute("data-timings"))}
+    if el.get_attribute("data-stats"):
+        out["stats"] = json.loads(el.get_attribute("data-stats"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(ROOT / "tests" / "browser"))
+    from conftest import CHROMIUM, CHROMIUM_ARGS
+
+    from webinfer.serve import serve_in_thread
+
+    p = argparse.ArgumentParser(prog="python -m demos.measure", description=__doc__.splitlines()[0])
+    p.add_argument("site", nargs="?", default=str(ROOT / "build" / "site"))
+    p.add_argument("--tokens", type=int, default=8, help="chat: tokens to generate")
+    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    args = p.parse_args(argv)
+    server, base = serve_in_thread(args.site)
+    rows = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for name, (path, selector) in PAGES.items():
+                if args.only and name not in args.only.split(","):
+                    continue
+                context = browser.new_context()
+                page = context.new_page()
+                url = base + path.format(n=args.tokens)
+                cold, warm = visit(page, url, selector), visit(page, url, selector)
+                context.close()
+                row = {"demo": name, "cold_ready_s": cold["timings"]["ready_ms"] / 1000,
+                       "warm_ready_s": warm["timings"]["ready_ms"] / 1000, "cold": cold["timings"],
+                       "warm": warm["timings"]}
+                if "stats" in warm:
+                    row.update(ttft_s=warm["stats"]["ttft_s"], decode_tok_s=warm["stats"]["decode_tok_s"],
+                               prefill_tok_s=warm["stats"]["prefill_tok_s"])
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            browser.close()
+    finally:
+        server.shutdown()
+    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'demo':<11} {'cold ready':>10} {'warm ready':>10} {'TTFT':>7} {'decode':>11}")
+    for r in rows:
+        extra = (f"{r['ttft_s']:>6.2f}s {r['decode_tok_s']:>6.2f} tok/s" if "ttft_s" in r else "")
+        print(f"{r['demo']:<11} {r['cold_ready_s']:>9.1f}s {r['warm_ready_s']:>9.1f}s {extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import time
 
 from webinfer.web import WEB_DIR, build_wheel, pyodide_dir
@@ -68,18 +67,15 @@ def missing_parts() -> str | None:
     return None
 
 
-def _evaluate(page, expression: str, args, timeout_s: float) -> dict:
-    """page.evaluate with a wall-clock limit: past it the page is closed and the job reported as timed out."""
-    timer = threading.Timer(timeout_s, page.close)
-    timer.start()
+def _evaluate(page, call: str, args, timeout_s: float) -> dict:
+    """Await ``call`` in the page, racing a timer in the page itself (playwright's sync API cannot be
+    interrupted from another thread); after a time-out the caller closes the page, stopping the work."""
+    race = (f"(args) => Promise.race([({call})(args), new Promise((ok) => setTimeout(() => ok(JSON.stringify("
+            f"{{error: 'timed out: one run passed {timeout_s:.0f} s', timed_out: true}})), {int(timeout_s * 1e3)}))])")
     try:
-        return json.loads(page.evaluate(expression, args))
+        return json.loads(page.evaluate(race, args))
     except Exception as e:
-        if page.is_closed():
-            return {"error": f"timed out after {timeout_s:.0f} s"}
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-    finally:
-        timer.cancel()
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "timed_out": True}
 
 
 def _open(browser, url: str):
@@ -118,12 +114,14 @@ def run_browser(engines: list[str], specs: list[S.ModelSpec], settings, tmp: str
                     if page.is_closed():  # a job timed out: a fresh page for the next one
                         page = _open(browser, url)
                     job = browser_job(sp, settings)
-                    limit = 3 * (settings.llm_budget_s if sp.llm else settings.budget_s) + 120
+                    limit = settings.llm_limit_s if sp.llm else settings.limit_s
                     if engine == "webinfer-pyodide":
                         result = _evaluate(page, "job => window.benchWebinfer(job)", job, limit)
                     else:
                         ep = engine.rsplit("-", 1)[1]
                         result = _evaluate(page, "([job, ep]) => window.benchOrt(job, ep)", [job, ep], limit)
+                    if result.get("timed_out"):
+                        page.close()
                     rows += rows_for(engine, sp, result)
                     log(f"{engine} {sp.name}: {rows[-1]['median'] or rows[-1]['error']}")
                 if not page.is_closed():

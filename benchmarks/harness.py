@@ -32,9 +32,10 @@ class Settings:
         self.quick = quick
         self.warmup, self.runs = (1, 3) if quick else (2, 10)
         self.decode_passes = 1 if quick else 3
-        # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none.
-        self.budget_s, self.llm_budget_s = (8, 25) if quick else (60, 240)
-        self.worker_timeout = 300 if quick else 3600
+        # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none;
+        # and the most a job may take in all before its cell says it timed out.
+        self.budget_s, self.llm_budget_s = (6, 20) if quick else (60, 240)
+        self.limit_s, self.llm_limit_s = (45, 75) if quick else (600, 1200)
 
 
 def metrics(spec: S.ModelSpec) -> list[tuple[str, str, str]]:
@@ -118,23 +119,56 @@ def run_native(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: s
         jobs.append({"model": "kernels", "kernels": True, "quick": settings.quick})
     if not jobs:
         return rows
-    jobs_path, out_path = os.path.join(tmp, f"{engine}-jobs.json"), os.path.join(tmp, f"{engine}-out.json")
-    with open(jobs_path, "w") as f:
-        json.dump(jobs, f)
-    cmd, env = worker_command(engine, jobs_path, out_path)
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=settings.worker_timeout)
-        error = None if proc.returncode == 0 else f"worker failed: {_last_line(proc.stderr)}"
-    except subprocess.TimeoutExpired:
-        error = f"timed out: the engine's worker passed {settings.worker_timeout} s"
+    by_model = {r["model"]: r for r in run_worker(engine, jobs, settings, tmp)}
     log(f"{engine}: {time.perf_counter() - t0:.0f} s")
-    by_model = {r["model"]: r for r in _load(out_path)}
     for sp in runnable:
-        rows += rows_for(engine, sp, by_model.get(sp.name), None if sp.name in by_model else error)
+        rows += rows_for(engine, sp, by_model.get(sp.name))
     if "kernels" in by_model:
         rows += kernel_rows(engine, by_model["kernels"])
     return rows
+
+
+def job_limit(job: dict, settings: Settings) -> float:
+    """Wall seconds one job may take, session creation and warm-up included."""
+    return settings.llm_limit_s if job.get("llm") or job.get("kernels") else settings.limit_s
+
+
+def run_worker(engine: str, jobs: list[dict], settings: Settings, tmp: str) -> list[dict]:
+    """Results of ``jobs`` from the engine's worker. A job past its limit is reported as timed out and the
+    worker restarted on the jobs after it; a worker that dies reports its stderr's last line."""
+    results, pending, attempt = [], list(jobs), 0
+    while pending:
+        attempt += 1
+        jobs_path, out_path = (os.path.join(tmp, f"{engine}-{attempt}-{n}.json") for n in ("jobs", "out"))
+        with open(jobs_path, "w") as f:
+            json.dump(pending, f)
+        cmd, env = worker_command(engine, jobs_path, out_path)
+        err_path = out_path + ".stderr"
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        done, started = 0, time.perf_counter()
+        while proc.poll() is None:
+            time.sleep(0.5)
+            n = len(_load(out_path))
+            if n > done:
+                done, started = n, time.perf_counter()
+            if done < len(pending) and time.perf_counter() - started > job_limit(pending[done], settings):
+                proc.kill()
+                proc.wait()
+                break
+        finished = _load(out_path)
+        results += finished
+        if len(finished) == len(pending):
+            break
+        stuck = pending[len(finished)]
+        if proc.returncode is not None and proc.returncode < 0:
+            why = f"timed out: no result within {job_limit(stuck, settings):.0f} s (session, warm-up, runs)"
+        else:
+            why = f"worker failed: {_last_line(open(err_path).read())}"
+        results.append({"model": stuck["model"], "error": why})
+        pending = pending[len(finished) + 1:]
+    return results
 
 
 def kernel_rows(engine: str, result: dict) -> list[dict]:

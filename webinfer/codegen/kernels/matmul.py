@@ -163,14 +163,14 @@ def matrix_shape(shape):
 def lower_matmul(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
-    if not epilogue and b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
+    if b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
         from .quant_matmul import gemv_kn, row_steps  # one row (decode): the matrix-vector kernel
 
         gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]))
         if gemv_when != "skip":
-            gemv_kn(ctx, a, b, out, gemv_when)
+            gemv_kn(ctx, a, b, out, gemv_when, **epilogue)
         if gemm_when != "skip":
-            matmul_into(ctx, a, b, out, when=gemm_when)
+            matmul_into(ctx, a, b, out, when=gemm_when, **epilogue)
         return
     matmul_into(ctx, a, b, out, **epilogue)
 

@@ -76,10 +76,14 @@ def lower_gather_q(ctx) -> None:
                  kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt])
 
 
-def gemv_kn(ctx, x, w, out, when) -> None:
-    """MatMul's decode step for a plain f32 constant weight stored K-major [K, N] (``x`` has one row)."""
+def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
+    """MatMul's decode step for a plain f32 constant weight stored K-major [K, N] (``x`` has one row).
+
+    ``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (see kernels/fused.py)
+    applied to each output before it is stored."""
     k, n = (int(d) for d in w.shape)
     wvec = n % 4 == 0
-    ctx.dispatch("quant_matmul.wgsl.j2", {"x": x, "wq": w}, {"out": out}, work=n // 4 if wvec else n,
+    reads = {"x": x, "wq": w, **{name: ctx.gpu(t) for name, t in (extra_reads or {}).items()}}
+    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=n // 4 if wvec else n,
                  wg=GEMV_WG, when=when, kind="gemv_kn", fmt="f32", K=k, N=n, per_word=1, wvec=wvec,
-                 vec4_vars=["wq"] if wvec else [])
+                 vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)

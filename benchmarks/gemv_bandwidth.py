@@ -2,8 +2,8 @@
 
     python benchmarks/gemv_bandwidth.py [--repeat 50]
 
-Each case builds a one-MatMul model ``[1, K] @ W[K, N]`` (fp32, or rewritten to int8/int4 by the
-quantize pass), takes the artifact's single GEMV step and dispatches it ``repeat`` times in one command
+Each case builds a one-MatMul model ``[1, K] @ W[K, N]`` (fp32 K-major, fp32-nk: a transposed table as
+a tied LM head has, or rewritten to int8/int4 by the quantize pass), takes the artifact's single GEMV step and dispatches it ``repeat`` times in one command
 buffer. GB/s counts the weight bytes the kernel reads (words + block params). The copy kernel's bytes
 are those read plus those written, over a buffer the size of the fp32 weight.
 """
@@ -39,13 +39,16 @@ def build_case(k: int, n: int, fmt: str | None, out_dir: str) -> None:
     from webinfer.graph.quantize import quantize_weights
 
     w = np.random.default_rng(0).normal(size=(k, n)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "gemv",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    if fmt == "fp32-nk":  # a tied LM head: MatMul(x, Transpose(table)) runs on the N-major table
+        w = np.ascontiguousarray(w.T)
+        nodes.insert(0, helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]))
+        nodes[1].input[1] = "wt"
+    g = helper.make_graph(nodes, "gemv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])],
                           [onnx.numpy_helper.from_array(w, "w")])
     model = ir.serde.deserialize_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    if fmt:
-        quantize_weights(model, fmt)
+    quantize_weights(model, None if fmt == "fp32-nk" else fmt)
     build(ir.serde.serialize_model(model), out_dir, optimize=False)
 
 
@@ -105,7 +108,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--shapes", default="576x1536,576x49152")
-    ap.add_argument("--formats", default="fp32,int8,int4")
+    ap.add_argument("--formats", default="fp32,fp32-nk,int8,int4")
     args = ap.parse_args(argv)
     from webinfer.runtime.native import NativeDevice
 

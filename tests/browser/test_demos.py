@@ -128,7 +128,7 @@ def test_chat_matches_native_greedy(page, demo_site):
     from webinfer.llm.generate import Generator
 
     site, url = demo_site
-    prompt, n = "What is the capital of France?", int(os.environ.get("WEBINFER_CHAT_TOKENS", "3"))
+    prompt, n = "What is the capital of France?", int(os.environ.get("WEBINFER_CHAT_TOKENS", "4"))
     visit = Visit(page, url)
     got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0", "#answer")
     gen = Generator.load(str(site / "chat" / "artifact"))
@@ -137,5 +137,15 @@ def test_chat_matches_native_greedy(page, demo_site):
     assert got["token-ids"] == native
     visit.check_local_and_screenshot("chat")
     st = got["stats"]
+    # Stop: a long answer cancelled after its first streamed token ends early, and says so.
+    page.fill("#max", "200")
+    page.click("#send")
+    page.wait_for_function("() => !document.querySelector('#answer').dataset.done && "
+                           "JSON.parse(document.querySelector('#answer').dataset.tokenIds || '[]').length > 0",
+                           timeout=TIMEOUT_MS)
+    page.click("#stop")
+    page.wait_for_selector("#answer[data-done]", state="attached", timeout=TIMEOUT_MS)
+    stopped = json.loads(page.locator("#answer").get_attribute("data-stats"))
+    assert stopped["cancelled"] and 0 < len(stopped["token_ids"]) < 200
     print(f"chat: ready {got['timings']['ready_ms']} ms cold, ttft {st['ttft_s']:.2f} s, "
           f"decode {st['decode_tok_s']} tok/s")

@@ -100,8 +100,10 @@ def test_classify_matches_native(page, demo_site):
 
 
 def test_similarity_matches_native(page, demo_site):
+    import onnxruntime as ort
     from tokenizers import Tokenizer
 
+    from webinfer.models import export_minilm
     from webinfer.runtime.inference import InferenceSession
 
     site, url = demo_site
@@ -116,10 +118,15 @@ def test_similarity_matches_native(page, demo_site):
     mask = np.array([[1] * len(i) + [0] * (n - len(i)) for i in ids], np.int64)
     feeds = {"input_ids": np.array([i + [0] * (n - len(i)) for i in ids], np.int64), "attention_mask": mask,
              "token_type_ids": np.zeros_like(mask)}
-    hidden = InferenceSession(str(site / "similarity" / "artifact")).run(None, feeds)[0]
-    pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-    assert abs(got["scores"][0] - float(unit[0] @ unit[1])) < SCORE_TOL
+    def cosine(hidden):  # sentence-transformers: mean pooling over the mask, L2 normalisation
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return float(unit[0] @ unit[1])
+
+    native = cosine(InferenceSession(str(site / "similarity" / "artifact")).run(None, feeds)[0])
+    reference = cosine(ort.InferenceSession(str(export_minilm() / "model.onnx")).run(None, feeds)[0])
+    assert abs(got["scores"][0] - native) < SCORE_TOL
+    assert abs(got["scores"][0] - reference) < SCORE_TOL
     visit.check_local_and_screenshot("similarity")
     print(f"similarity: ready {got['timings']['ready_ms']} ms cold, score {got['scores'][0]:.4f}")
 

@@ -71,6 +71,11 @@ def test_index_shows_adapter_and_links(page, demo_site):
     hrefs = page.locator("ul.demos a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
     assert hrefs == ["classify/", "similarity/", "chat/"]
     visit.check_local_and_screenshot("index")
+    # Without WebGPU the index says so plainly.
+    page.add_init_script("Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });")
+    page.goto(url)
+    page.wait_for_selector("#adapter[data-done]", state="attached", timeout=60_000)
+    assert "no WebGPU" in page.locator("#adapter").inner_text()
 
 
 def test_classify_matches_native(page, demo_site):
@@ -93,7 +98,10 @@ def test_classify_matches_native(page, demo_site):
     assert page.locator("#result").get_attribute("data-label") == "270°"  # the sample is turned 90° CCW
     assert got["timings"]["shards_from_cache"] == 0
     visit.check_local_and_screenshot("classify")
+    shard_gets = [u for u in visit.requests if "/artifact/weights/" in u]
+    assert len(shard_gets) == got["timings"]["shards"]  # JS fetched each shard once; Python fetched none
     warm = visit.run("classify/?image=sample.png", "#result")  # second visit: weights from Cache Storage
+    assert [u for u in visit.requests if "/artifact/weights/" in u] == shard_gets
     assert warm["timings"]["shards_from_cache"] == warm["timings"]["shards"] > 0
     assert page.locator("#result").get_attribute("data-label") == "0°"
     print(f"classify: ready {got['timings']['ready_ms']} ms cold, {warm['timings']['ready_ms']} ms warm")

@@ -15,6 +15,8 @@ head ``h / (Hq / Hkv)`` directly from the cache: the heads are never expanded.
 
 from __future__ import annotations
 
+import os
+
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
@@ -22,6 +24,10 @@ from .helpers import broadcast_strides
 
 WG = 64
 CHUNK = 1024
+SERIAL_WG = 16
+# "serial" (one invocation per query row and head, registers only) or "workgroup" (a workgroup per row,
+# keys split across invocations, reductions in workgroup memory). Software GPUs pay dearly for barriers.
+ATTENTION_KERNEL = os.environ.get("WEBINFER_ATTENTION", "serial")
 
 
 @lowering("CachedAttention", domain="webinfer")
@@ -50,9 +56,15 @@ def lower_cached_attention(ctx) -> None:
     mb, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
     params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": D.mul(hq, s)}
     pairs = hq * s if isinstance(s, int) else D.mul(hq, s)
+    reads = {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot}
+    if ATTENTION_KERNEL == "serial":
+        ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=pairs, params=params, wg=SERIAL_WG,
+                     kind="serial", d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused,
+                     bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"],
+                     scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+        return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
-    ctx.dispatch("cached_attention.wgsl.j2", {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot},
-                 {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
+    ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
                  hq=hq, fused=fused,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))

@@ -45,9 +45,10 @@ def lower_matmul_q(ctx) -> None:
         reads["bias"] = ctx.inputs[3]
     xvec = k % (4 if fmt == "f32" else 32) == 0
     wvec = fmt == "f32" and k % 4 == 0
-    vec4 = (["x"] if xvec else []) + (["wq"] if wvec else [])
+    qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
+    vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
-                  has_bias=ctx.has_input(3))
+                  has_bias=ctx.has_input(3), qvec=qvec)
     gemv_when, gemm_when = row_steps(rows)
     if gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,

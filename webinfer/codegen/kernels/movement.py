@@ -232,8 +232,21 @@ def slice_to(ctx, i: int, x, first, lengths, steps) -> None:
         for a in range(x.rank):
             arr = np.take(arr, [first[a] + k * steps[a] for k in range(lengths[a])], axis=a)
         return set_host_array(ctx, i, x.dtype, arr)
+    if x.value is None and x.sym is None and _contiguous_prefix(x.shape, first, lengths, steps):
+        return ctx.set_alias(i, x, lengths)
     out = ctx.output(i, x.dtype, lengths)
     remap(ctx, x, out, [Axis(n, s, f, st) for n, s, f, st in zip(lengths, contiguous_strides(x.shape), first, steps)])
+
+
+def _contiguous_prefix(shape, first, lengths, steps) -> bool:
+    """Whether the slice is the first elements of ``x`` in memory (a view at offset 0, no copy): every start
+    is 0 and step 1; left of the first cut axis only length-1 axes, right of it whole axes."""
+    if any(f != 0 for f in first) or any(st != 1 for st in steps):
+        return False
+    cut = next((a for a, (n, d) in enumerate(zip(lengths, shape)) if n != d), None)
+    if cut is None:
+        return True
+    return all(n == 1 for n in lengths[:cut]) and all(n == d for n, d in zip(lengths[cut + 1:], shape[cut + 1:]))
 
 
 @lowering("Expand")

@@ -28,10 +28,11 @@ from . import conv as conv_k
 from . import elementwise as ew
 from . import matmul as mm
 from . import norm
+from . import quant_matmul as qmm
 from .elementwise_ops import narrow
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
-BASE_INPUTS = {"FusedMatMul": 2, "FusedGemm": 3, "FusedConv": 3}
+BASE_INPUTS = {"FusedMatMul": 2, "FusedGemm": 3, "FusedConv": 3, "FusedMatMulQ": 4}
 
 # Activations and norms recognised from their primitive spellings (fuse_activations.py, fuse_norms.py)
 # are written as webinfer-domain ops with ONNX's semantics, so that any opset can carry them.
@@ -138,13 +139,16 @@ def run_program(ctx, inputs: list) -> None:
 
 
 # -- epilogues ---------------------------------------------------------------------------------------
-_BASE = {"FusedMatMul": mm.lower_matmul, "FusedGemm": mm.lower_gemm, "FusedConv": conv_k.lower_conv}
+_BASE = {"FusedMatMul": mm.lower_matmul, "FusedGemm": mm.lower_gemm, "FusedConv": conv_k.lower_conv,
+         "FusedMatMulQ": qmm.lower_matmul_q}
 
 
 def _base_shape(ctx) -> tuple:
     a, b = ctx.inputs[0], ctx.inputs[1]
     if ctx.op == "FusedMatMul":
         return tuple(mm.matmul_shape(ctx, a, b))
+    if ctx.op == "FusedMatMulQ":
+        return tuple(a.shape[:-1]) + (int(ctx.attr("n")),)
     if ctx.op == "FusedGemm":
         m = a.shape[1] if int(ctx.attr("transA", 0)) else a.shape[0]
         n = b.shape[0] if int(ctx.attr("transB", 0)) else b.shape[1]
@@ -169,7 +173,7 @@ def _index(ctx, t, out_shape: tuple) -> str | None:
     axis = ones[0]
     if ctx.op == "FusedConv":
         return "row" if axis == 1 else None
-    if axis == rank - 1 and (ctx.op == "FusedGemm" or ctx.inputs[1].rank > 1):
+    if axis == rank - 1 and (ctx.op in ("FusedGemm", "FusedMatMulQ") or ctx.inputs[1].rank > 1):
         return "col"
     if ctx.op == "FusedGemm" and axis == 0:
         return "row"
@@ -202,7 +206,7 @@ def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | No
     return fn, reads
 
 
-@lowering("FusedMatMul", "FusedGemm", "FusedConv", domain=WEBINFER_DOMAIN)
+@lowering("FusedMatMul", "FusedGemm", "FusedConv", "FusedMatMulQ", domain=WEBINFER_DOMAIN)
 def lower_fused_epilogue(ctx) -> None:
     base = _BASE[ctx.op]
     extras = ctx.inputs[BASE_INPUTS[ctx.op]:]

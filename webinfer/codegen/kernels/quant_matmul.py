@@ -29,7 +29,8 @@ def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:
 
 
 @lowering("MatMulQ", domain=WEBINFER_DOMAIN)
-def lower_matmul_q(ctx) -> None:
+def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
+    """``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (kernels/fused.py)."""
     from ...graph.quantize import PER_WORD  # not at import time: graph.passes imports the kernels
 
     x, words = ctx.inputs[0], ctx.inputs[1]
@@ -43,12 +44,13 @@ def lower_matmul_q(ctx) -> None:
         reads["qp"] = ctx.inputs[2]
     if ctx.has_input(3):
         reads["bias"] = ctx.inputs[3]
+    reads.update({name: ctx.gpu(t) for name, t in (extra_reads or {}).items()})
     xvec = k % (4 if fmt == "f32" else 32) == 0
     wvec = fmt == "f32" and k % 4 == 0
     qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
     vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
-                  has_bias=ctx.has_input(3), qvec=qvec)
+                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn)
     gemv_when, gemm_when = row_steps(rows)
     if gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,

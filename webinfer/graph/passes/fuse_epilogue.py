@@ -19,6 +19,8 @@ from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_d
 from ._util import replace_value
 
 BASES = {"MatMul": ("FusedMatMul", 2), "Gemm": ("FusedGemm", 3), "Conv": ("FusedConv", 3)}
+# webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) takes epilogues too
+WEBINFER_BASES = {"MatMulQ": ("FusedMatMulQ", 4)}
 MAX_EXTRA_BOUND = 3  # a, b, bias + 3 extras + out stays within WebGPU's 8 storage buffers
 
 
@@ -51,7 +53,7 @@ def _program_of(node: ir.Node) -> tuple[Program, list[ir.Value]] | None:
 
 
 def fuse(graph: ir.Graph, base: ir.Node) -> bool:
-    name, n_base = BASES[base.op_type]
+    name, n_base = (WEBINFER_BASES if base.domain == WEBINFER_DOMAIN else BASES)[base.op_type]
     out = base.outputs[0]
     consumer = _consumer(out) if out.dtype in FLOAT_TYPES else None
     found = _program_of(consumer) if consumer is not None and consumer.graph is graph else None
@@ -80,7 +82,8 @@ def run(model: ir.Model) -> int:
     graph = model.graph
     count = 0
     for node in list(graph):
-        if node.graph is graph and node.domain in ("", "ai.onnx") and node.op_type in BASES:
+        own = node.domain == WEBINFER_DOMAIN and node.op_type in WEBINFER_BASES
+        if node.graph is graph and (own or node.domain in ("", "ai.onnx") and node.op_type in BASES):
             if fuse(graph, node):
                 use_webinfer_domain(model)
                 count += 1

@@ -112,3 +112,40 @@ def test_generate_cli_json(tiny_wi, tokenizer_dir):
     assert out["prompt_ids"] == ref
     assert 1 <= len(out["token_ids"]) <= 5 and out["decode_tok_s"] is None or out["decode_tok_s"] > 0
     assert set(out) == {"prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s", "ttft_s"}
+
+
+def _ort_greedy_with_penalty(onnx_path, prompt, n_new, penalty):
+    """onnxruntime's logits + transformers' RepetitionPenaltyLogitsProcessor over prompt and output, argmax."""
+    import numpy as np
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in past_inputs}
+    names = [o.name for o in sess.get_outputs()]
+    ids, step_ids, new = list(prompt), list(prompt), []
+    for _ in range(n_new):
+        pos = len(ids) - len(step_ids)
+        out = dict(zip(names, sess.run(None, {"input_ids": np.array([step_ids], np.int64),
+                                              "attention_mask": np.ones((1, len(ids)), np.int64),
+                                              "position_ids": np.arange(pos, len(ids), dtype=np.int64)[None],
+                                              **past})))
+        logits = out["logits"][0, -1].copy()
+        seen = np.unique(np.array(ids))
+        logits[seen] = np.where(logits[seen] > 0, logits[seen] / penalty, logits[seen] * penalty)
+        token = int(np.argmax(logits))
+        past = {k.replace("present.", "past_key_values."): v for k, v in out.items() if k != "logits"}
+        new.append(token)
+        ids.append(token)
+        step_ids = [token]
+    return new
+
+
+def test_repetition_penalty_matches_reference(tiny_llama_dir, tiny_gen):
+    """With a penalty each step needs the host's history (no overlapped steps): still ORT's tokens. The random
+    tiny model never repeats on its own, so a penalty below 1 (which favours seen tokens) is what shows."""
+    prompt = _ids(6, 4)
+    want = _ort_greedy_with_penalty(tiny_llama_dir / "model.onnx", prompt, 16, 0.3)
+    assert want != _ort_greedy_with_penalty(tiny_llama_dir / "model.onnx", prompt, 16, 1.0)
+    got = [t.id for t in tiny_gen.generate(prompt, max_new_tokens=16, repetition_penalty=0.3, stop_at_eos=False)]
+    assert got == want

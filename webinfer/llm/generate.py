@@ -105,23 +105,30 @@ class Generator:
         out_ids: list[int] = []
         self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": ""}
         t0 = time.perf_counter()
-        pos, step_ids = 0, ids
         t_first = None
+        # Without a repetition penalty the next step needs nothing from the host: it is launched before the
+        # current token is read, and takes that token on the GPU (one step stays in flight).
+        overlap = repetition_penalty == 1.0
+        ticket = self._launch(ids, 0, params, seed, 0, history if not overlap else [], None, overlap)
+        pos = len(ids)
         for step in range(max_new_tokens):
-            if self._cancelled:
-                break
-            token = await self._step(step_ids, pos, params, seed, step, history if repetition_penalty != 1.0 else [])
-            pos += len(step_ids)
+            nxt = None
+            if overlap and step + 1 < max_new_tokens and not self._cancelled:
+                nxt = self._launch([0], pos, params, seed, step + 1, [], ticket["outputs"]["next_token"], True)
+            (tok,) = await self.core.collect(ticket)
+            token = struct.unpack("<i", tok.data[:4])[0]
             if t_first is None:
                 t_first = time.perf_counter()
             out_ids.append(token)
             history.append(token)
-            step_ids = [token]
             text = decoder.push(token)
             self.stats["text"] += text
             yield Token(token, text)
-            if token == eos:
+            if token == eos or self._cancelled or step + 1 == max_new_tokens:
                 break
+            if not overlap:
+                nxt = self._launch([token], pos, params, seed, step + 1, history, None, False)
+            ticket, pos = nxt, pos + 1
         tail = decoder.flush()
         self.stats["text"] += tail
         t_end = time.perf_counter()
@@ -133,7 +140,10 @@ class Generator:
             "cancelled": self._cancelled,
         })
 
-    async def _step(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int]) -> int:
+    def _launch(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int],
+                token_buffer, overlap: bool) -> dict:
+        """Submit one step. ``token_buffer``: the GPU buffer holding the previous step's sampled token, copied
+        into input_ids on the GPU (``ids`` then only gives the shape)."""
         n = len(ids)
         pen = array("i", history[-self._penalty_len:])
         pen.extend([-1] * (self._penalty_len - len(pen)))
@@ -146,8 +156,8 @@ class Generator:
             "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
         }
         feeds = {k: v for k, v in feeds.items() if k in self._input_names()}
-        (tok,) = await self.core.run_async(["next_token"], feeds, {self.past_dim: pos})
-        return struct.unpack("<i", tok.data[:4])[0]
+        gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
+        return self.core.launch(["next_token"], feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
 
     def _input_names(self) -> set[str]:
         return {io["name"] for io in self.core.manifest["inputs"]}

@@ -128,8 +128,10 @@ class BrowserDevice(Device):
                         for i, (b, o, s) in enumerate(entries)],
         }))
 
-    def submit(self, dispatches: list[tuple], copies: list[tuple]) -> None:
+    def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:
         enc = self.device.createCommandEncoder()
+        for src, so, dst, do, size in pre_copies:
+            enc.copyBufferToBuffer(src, so, dst, do, (size + 3) // 4 * 4)
         if dispatches:
             cpass = enc.beginComputePass()
             for pipeline, group, (x, y, z) in dispatches:

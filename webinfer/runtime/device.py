@@ -28,9 +28,9 @@ class Device:
         """entries: (buffer, offset, size) in binding order."""
         raise NotImplementedError
 
-    def submit(self, dispatches: list[tuple], copies: list[tuple]) -> None:
-        """One command buffer: a compute pass of (pipeline, bind_group, (x, y, z)), then buffer copies
-        (src, src_offset, dst, dst_offset, size)."""
+    def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:
+        """One command buffer: ``pre_copies``, a compute pass of (pipeline, bind_group, (x, y, z)), then buffer
+        copies; a copy is (src, src_offset, dst, dst_offset, size)."""
         raise NotImplementedError
 
     async def read(self, buffer, size: int) -> bytes:

@@ -76,8 +76,10 @@ class NativeDevice(Device):
                      for i, (b, o, s) in enumerate(entries)],
         )
 
-    def submit(self, dispatches: list[tuple], copies: list[tuple]) -> None:
+    def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:
         enc = self.device.create_command_encoder()
+        for src, so, dst, do, size in pre_copies:
+            enc.copy_buffer_to_buffer(src, so, dst, do, (size + 3) // 4 * 4)
         if dispatches:
             cpass = enc.begin_compute_pass()
             for pipeline, group, (x, y, z) in dispatches:

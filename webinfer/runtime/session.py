@@ -254,13 +254,25 @@ class SessionCore:
         steps = [self.steps[e[0]] for e in plan["entries"] if e[3] is not None]
         return list(zip(steps, self.device.profile(plan["dispatches"])))
 
-    def _write_inputs(self, plan: dict, host: dict) -> None:
+    def _write_inputs(self, plan: dict, host: dict, skip=()) -> None:
         for io in self.manifest["inputs"]:
+            if io["name"] in skip:
+                continue
             data = to_gpu_bytes(host[io["name"]], io["name"])
             if data:
                 self.device.write_buffer(plan["buffers"][io["tensor"]], 0, data)
 
     async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list[HostTensor]:
+        return await self.collect(self.launch(output_names, feeds, dims))
+
+    def launch(self, output_names, feeds: dict, dims: dict | None = None, gpu_inputs: dict | None = None,
+               overlap: bool = False) -> dict:
+        """Submit one run without waiting for it; ``collect(ticket)`` reads its outputs.
+
+        ``gpu_inputs``: input name -> (GPU buffer, bytes) copied into that input on the GPU before the run, in
+        place of the feed's data (the feed still gives the shape): a decode step takes the token the previous,
+        unfinished step sampled, so the host never waits between steps. ``overlap``: this run may be
+        launched before the previous run of the same plan is collected (two readback sets alternate)."""
         env, host = self.bind_feeds(feeds, dims)
         plan = self.plan(env)
         outputs = {io["name"]: io for io in self.manifest["outputs"]}
@@ -268,21 +280,41 @@ class SessionCore:
         for n in names:
             if n not in outputs:
                 raise WebinferError(f"unknown output {n!r} (the model's outputs: {', '.join(outputs)})")
-        self._write_inputs(plan, host)
-        copies, shapes = [], {}
+        gpu_inputs = gpu_inputs or {}
+        self._write_inputs(plan, host, skip=gpu_inputs)
+        inputs = {io["name"]: io["tensor"] for io in self.manifest["inputs"]}
+        # (the planner may have given the source and the input one buffer: the data is then already in place)
+        pre = [(src, 0, plan["buffers"][inputs[name]], 0, nbytes) for name, (src, nbytes) in gpu_inputs.items()
+               if src is not plan["buffers"][inputs[name]]]
+        readbacks = self._readbacks(plan, overlap)
+        copies, shapes, sources = [], {}, {}
         for n in names:
             tid = outputs[n]["tensor"]
             shapes[n] = [D.evaluate(d, env) for d in self.tensors[tid]["shape"]]
-            buf, _ = plan["readbacks"][n]
-            copies.append((plan["buffers"][plan["base"][tid]], 0, buf, 0, max(4, _prod(shapes[n]) * 4)))
-        self.device.submit(plan["dispatches"], copies)
+            sources[n] = plan["buffers"][plan["base"][tid]]
+            copies.append((sources[n], 0, readbacks[n][0], 0, max(4, _prod(shapes[n]) * 4)))
+        self.device.submit(plan["dispatches"], copies, pre)
+        return {"names": names, "shapes": shapes, "readbacks": readbacks, "outputs": sources}
+
+    def _readbacks(self, plan: dict, overlap: bool) -> dict:
+        if not overlap:
+            return plan["readbacks"]
+        if "readbacks_b" not in plan:  # a second set, made on first use
+            plan["readbacks_b"] = {n: (self.device.create_buffer(max(4, c * 4), "readback"), c)
+                                   for n, (_, c) in plan["readbacks"].items()}
+            plan["owned"] += [b for b, _ in plan["readbacks_b"].values()]
+        plan["turn"] = not plan.get("turn", False)
+        return plan["readbacks_b"] if plan["turn"] else plan["readbacks"]
+
+    async def collect(self, ticket: dict) -> list[HostTensor]:
+        outputs = {io["name"]: io for io in self.manifest["outputs"]}
         results = []
-        for n in names:
+        for n in ticket["names"]:
             t = self.tensors[outputs[n]["tensor"]]
-            buf, _ = plan["readbacks"][n]
-            count = _prod(shapes[n])
+            buf, _ = ticket["readbacks"][n]
+            count = _prod(ticket["shapes"][n])
             data = await self.device.read(buf, count * 4)
-            results.append(HostTensor(t["dtype"], shapes[n], from_gpu_bytes(t["dtype"], data, count)))
+            results.append(HostTensor(t["dtype"], ticket["shapes"][n], from_gpu_bytes(t["dtype"], data, count)))
         return results
 
 

@@ -210,3 +210,11 @@ def test_imports_without_numpy_or_tokenizers(files: Path, ours: Tokenizer) -> No
     assert proc.returncode == 0, proc.stderr
     want = ours.encode("<|im_start|>user\nIt's 2024 🇺🇸<|im_end|>")
     assert proc.stdout.strip() == f"{want} {'<|im_start|>user' + chr(10) + 'It' + chr(39) + 's 2024 🇺🇸<|im_end|>'!r} []"
+
+
+def test_unsupported_tokenizer_is_a_clear_error():
+    from webinfer.errors import WebinferError
+
+    spec = {"model": {"type": "WordPiece", "vocab": {"a": 0}}, "added_tokens": []}
+    with pytest.raises(WebinferError, match="BPE only"):
+        Tokenizer.from_json(json.dumps(spec))

@@ -27,6 +27,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..errors import WebinferError
+
 __all__ = ["Tokenizer", "StreamDecoder", "bytes_to_unicode"]
 
 # Unicode White_Space, which is Oniguruma's \s for UTF-8 text.
@@ -97,12 +99,12 @@ class _PreTokenizer:
             self.steps.append(("split", re.compile(f"[{numbers}]{one}")))
         elif kind == "ByteLevel":
             if spec.get("add_prefix_space"):
-                raise NotImplementedError("ByteLevel add_prefix_space=true is not supported")
+                raise WebinferError("tokenizer.json: ByteLevel add_prefix_space=true is not supported")
             self.byte_level = True
             if spec.get("use_regex", True):
                 self.steps.append(("find", _gpt2_pattern()))
         else:
-            raise NotImplementedError(f"pre_tokenizer {kind!r} is not supported")
+            raise WebinferError(f"tokenizer.json: pre_tokenizer {kind!r} is not supported")
 
     def __call__(self, text: str) -> list[str]:
         pieces = [text]
@@ -130,7 +132,7 @@ class Tokenizer:
     def __init__(self, spec: Mapping, config: Mapping | None = None) -> None:
         model = spec["model"]
         if model.get("type", "BPE") != "BPE":
-            raise NotImplementedError(f"model {model.get('type')!r} is not supported (BPE only)")
+            raise WebinferError(f"tokenizer.json: model {model.get('type')!r} is not supported (BPE only)")
         if spec.get("normalizer") is not None:
             raise NotImplementedError(f"normalizer {spec['normalizer'].get('type')!r} is not supported")
         self.vocab: dict[str, int] = dict(model["vocab"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from . import run
+from . import categories, run
 
 
 def _report(capsys, lines: list[str]) -> None:
@@ -103,16 +103,16 @@ def test_categories():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
         return helper.make_model(g, opset_imports=[helper.make_opsetid(domain, 1), helper.make_opsetid("", 18)])
 
-    assert run.categorize("t", model(helper.make_node("Relu", ["x"], ["y"]))) == "todo"
-    assert run.categorize("t", model(helper.make_node("Cast", ["x"], ["y"]), TensorProto.STRING)) == "dtype-string"
-    assert run.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16))) == "dtype-bfloat16"
-    assert run.categorize("t", model(helper.make_node("Bernoulli", ["x"], ["y"]))) == "random"
+    assert categories.categorize("t", model(helper.make_node("Relu", ["x"], ["y"]))) == "todo"
+    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"]), TensorProto.STRING)) == "dtype-string"
+    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16))) == "dtype-bfloat16"
+    assert categories.categorize("t", model(helper.make_node("Bernoulli", ["x"], ["y"]))) == "random"
     train = helper.make_node("Adam", ["x"], ["y"], domain="ai.onnx.preview.training")
-    assert run.categorize("t", model(train, domain="ai.onnx.preview.training")) == "training"
+    assert categories.categorize("t", model(train, domain="ai.onnx.preview.training")) == "training"
     seq = helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [2])
     g = helper.make_graph([helper.make_node("SequenceLength", ["x"], ["y"])], "g", [seq],
                           [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
-    assert run.categorize("t", helper.make_model(g)) == "sequence"
+    assert categories.categorize("t", helper.make_model(g)) == "sequence"
 
 
 def test_expected_list_is_complete():

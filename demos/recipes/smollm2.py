@@ -224,9 +224,11 @@ def name_mask_dim(ir_model) -> None:
     log(f"export: symbolic input dims {sorted(dims)}")
 
 
-def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2) -> tuple[list[int], float]:
+def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2,
+               repetition_penalty: float = 1.0) -> tuple[list[int], float]:
     """Greedy decoding with onnxruntime CPU and the KV cache; returns (new ids, decode tokens/s from the
-    median single-token step, robust to a shared machine's hiccups)."""
+    median single-token step, robust to a shared machine's hiccups). ``repetition_penalty`` is applied to
+    the logits of every id seen so far as transformers' RepetitionPenaltyLogitsProcessor does."""
     import numpy as np
     import onnxruntime as ort
 
@@ -251,7 +253,13 @@ def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2) 
         outs = sess.run(None, feeds)
         names = [o.name for o in sess.get_outputs()]
         result = dict(zip(names, outs))
-        token = int(result["logits"][0, -1].argmax())
+        logits = result["logits"][0, -1]
+        if repetition_penalty != 1.0:
+            seen = np.unique(np.array(ids))
+            logits = logits.copy()
+            logits[seen] = np.where(logits[seen] > 0, logits[seen] / repetition_penalty,
+                                    logits[seen] * repetition_penalty)
+        token = int(logits.argmax())
         past = {k.replace("present.", "past_key_values."): v for k, v in result.items() if k != "logits"}
         times.append(time.perf_counter() - t0)
         new.append(token)

@@ -45,6 +45,7 @@ class Generator:
         self.max_seq = core.bounds[self.past_dim]
         self._penalty_len = next(core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
                                  if io["name"] == "penalty_ids")
+        self._inputs = names
         self._cancelled = False
         self.stats: dict = {}
 
@@ -155,12 +156,9 @@ class Generator:
             "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", seed & 0xFFFFFFFF, step)),
             "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
         }
-        feeds = {k: v for k, v in feeds.items() if k in self._input_names()}
+        feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.core.launch(["next_token"], feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
-
-    def _input_names(self) -> set[str]:
-        return {io["name"] for io in self.core.manifest["inputs"]}
 
 
 def _check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty) -> None:

@@ -53,6 +53,7 @@ class SessionCore:
             cap = self.tensors[st["tensor"]]["capacity"]
             self.states[st["tensor"]] = device.create_buffer(max(4, _prod(cap) * 4), "storage")
         self._dynamic = [bool(_step_dims(step) & set(self.bounds)) for step in self.steps]
+        self._input_tensor = {io["name"]: io["tensor"] for io in manifest["inputs"]}
         self.weight_bytes = sum(_prod(self.tensors[tid]["shape"]) * 4 for tid in self.weights)
         self.state_bytes = sum(_prod(self.tensors[tid]["capacity"]) * 4 for tid in self.states)
         self._plans: dict[tuple, dict] = {}
@@ -172,7 +173,6 @@ class SessionCore:
                     owned.append(shared[ukey])
                 binds.append((shared[ukey], 0, len(data)))
             entries.append([i, pipeline, self.device.create_bind_group(pipeline, binds), None, ukey])
-        plan_uniforms = shared
         readbacks = {}
         for io in self.manifest["outputs"]:
             tid = io["tensor"]
@@ -181,7 +181,7 @@ class SessionCore:
         nbytes = self.last_plan_bytes + sum(max(16, (n * 4 + 15) // 16 * 16) for _, n in readbacks.values())
         nbytes += ubytes
         plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
-                "readbacks": readbacks, "owned": owned, "bytes": nbytes, "uniforms": plan_uniforms}
+                "readbacks": readbacks, "owned": owned, "bytes": nbytes, "uniforms": shared}
         self._plans[key] = plan
         return self._refresh(plan, env)
 
@@ -282,10 +282,9 @@ class SessionCore:
                 raise WebinferError(f"unknown output {n!r} (the model's outputs: {', '.join(outputs)})")
         gpu_inputs = gpu_inputs or {}
         self._write_inputs(plan, host, skip=gpu_inputs)
-        inputs = {io["name"]: io["tensor"] for io in self.manifest["inputs"]}
         # (the planner may have given the source and the input one buffer: the data is then already in place)
-        pre = [(src, 0, plan["buffers"][inputs[name]], 0, nbytes) for name, (src, nbytes) in gpu_inputs.items()
-               if src is not plan["buffers"][inputs[name]]]
+        pre = [(src, 0, plan["buffers"][self._input_tensor[name]], 0, nbytes) for name, (src, nbytes)
+               in gpu_inputs.items() if src is not plan["buffers"][self._input_tensor[name]]]
         readbacks = self._readbacks(plan, overlap)
         copies, shapes, sources = [], {}, {}
         for n in names:

@@ -53,9 +53,9 @@ def lower_cached_attention(ctx) -> None:
                  fused=fused)
     out = ctx.output(0, q.dtype, q.shape)
     tm = mask.shape[-1]
-    mb, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
-    params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": D.mul(hq, s)}
-    pairs = hq * s if isinstance(s, int) else D.mul(hq, s)
+    _, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
+    pairs = D.mul(hq, s)
+    params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": pairs}
     reads = {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot}
     if ATTENTION_KERNEL == "serial":
         ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=pairs, params=params, wg=SERIAL_WG,
@@ -68,4 +68,3 @@ def lower_cached_attention(ctx) -> None:
                  hq=hq, fused=fused,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
-    del mb

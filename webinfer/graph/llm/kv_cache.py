@@ -231,7 +231,7 @@ def run(model: ir.Model, max_seq: int) -> int:
     kept = [o for o in graph.outputs if o not in presents]
     graph.outputs.clear()
     graph.outputs.extend(kept)
-    past_dims = {str(graph.inputs[graph.inputs.index(_input(graph, s))].shape[2]) for s in states}
+    past_dims = {str(_input(graph, s).shape[2]) for s in states}
     if len(past_dims) != 1:
         raise KVCacheError(f"past inputs disagree on their sequence dim: {sorted(past_dims)}")
     past_dim = past_dims.pop()

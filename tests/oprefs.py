@@ -12,6 +12,9 @@ from onnx.reference import ReferenceEvaluator
 from webinfer.backend import WebinferRep
 
 RTOL, ATOL = 1e-4, 1e-5
+# Kernel classes every kernel test can run under (options.KERNEL_CLASSES): parametrize a test with
+# ``@pytest.mark.parametrize("target", TARGETS)`` and pass ``target=`` to check_node/check_model.
+TARGETS = ("software", "gpu")
 
 
 def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 18):
@@ -25,10 +28,11 @@ def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | Non
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL):
-    """Run through webinfer and ReferenceEvaluator; assert equal within tolerance; return both."""
+def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL, target: str = "software"):
+    """Run through webinfer (built for kernel class ``target``) and ReferenceEvaluator; assert equal within
+    tolerance; return both."""
     ref = ReferenceEvaluator(model).run(None, feeds)
-    rep = WebinferRep(model)
+    rep = WebinferRep(model, target=target)
     got = rep.run(feeds)
     assert len(got) == len(ref)
     for r, g in zip(ref, got):
@@ -44,9 +48,9 @@ def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL):
 
 
 def check_node(op: str, feeds: dict, n_outputs: int = 1, initializers: dict | None = None, opset: int = 18,
-               rtol: float = RTOL, atol: float = ATOL, **attrs):
+               rtol: float = RTOL, atol: float = ATOL, target: str = "software", **attrs):
     """One node whose inputs are ``feeds`` (graph inputs) then ``initializers`` (constants)."""
     names = list(feeds) + list(initializers or {})
     outs = [f"y{i}" for i in range(n_outputs)]
     model = make_model([helper.make_node(op, names, outs, **attrs)], feeds, outs, initializers, opset)
-    return check_model(model, feeds, rtol, atol)
+    return check_model(model, feeds, rtol, atol, target=target)

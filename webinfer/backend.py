@@ -42,8 +42,10 @@ def host_input_names(model: onnx.ModelProto) -> set[str]:
 
 
 class WebinferRep(BackendRep):
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, target: str = "portable"):
+        """``target``: the kernel classes to build (options.TARGETS); tests pass one class."""
         self.model = model
+        self.target = target
         inits = {i.name for i in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self.host_names = host_input_names(model)
@@ -63,7 +65,7 @@ class WebinferRep(BackendRep):
         if key not in self._sessions:
             out_dir = tempfile.mkdtemp(prefix="webinfer-backend-")
             try:
-                manifest = build(self.model, out_dir, input_values=baked)
+                manifest = build(self.model, out_dir, input_values=baked, target=self.target)
                 self.placement = manifest["placement"]
                 self._sessions[key] = InferenceSession(out_dir)
             finally:
@@ -76,9 +78,9 @@ class WebinferRep(BackendRep):
 
 class WebinferBackend(Backend):
     @classmethod
-    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs) -> WebinferRep:
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", target: str = "portable", **kwargs) -> WebinferRep:
         super().prepare(model, device, **kwargs)
-        return WebinferRep(model)
+        return WebinferRep(model, target=target)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs, device: str = "CPU", **kwargs):

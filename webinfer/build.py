@@ -21,13 +21,17 @@ from .graph.importer import import_model
 from .graph.optimize import optimize as optimize_graph
 from .graph.quantize import FORMATS as quantize_formats
 from .graph.quantize import rewrite as quantize_rewrite
+from .options import SOFTWARE, BuildOptions, KernelClass, as_options
 
 
-def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgpu",
-          input_values: dict | None = None, validate: bool = True, progress: bool = False,
-          optimize: bool = True, save_optimized: str | None = None, max_seq: int | None = None,
-          quantize: str | None = None, generation: bool = True) -> dict:
+def build(model, out_dir: str, *, dims: dict | None = None, target: "str | BuildOptions" = "portable",
+          limits: str | None = None, input_values: dict | None = None, validate: bool = True,
+          progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
+          max_seq: int | None = None, quantize: str | None = None, generation: bool = True) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
+
+    ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
+    BuildOptions; ``limits``: the limits tier (``webgpu`` defaults, or ``native``).
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
     graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
@@ -36,6 +40,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgp
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     """
     t0 = time.perf_counter()
+    options = as_options(target, limits)
     ir_model = import_model(model)
     try:
         rewrites = llm.generation_rewrites(ir_model, max_seq) if generation else None
@@ -55,10 +60,13 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: str = "webgp
         import onnx_ir as ir
 
         ir.save(ir_model, save_optimized)
-    program = Lowerer(ir_model, target=target, dim_values=dims, input_values=input_values,
+    # One program per kernel class. Until the manifest carries several (v2), a multi-class target builds its
+    # last class (portable: software), which runs on every adapter.
+    kclass = options.kernel_classes[-1]
+    program = Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims, input_values=input_values,
                       validate=validate, progress=progress).run()
     assets = llm.tokenizer_assets(model) if rewrites else {}
-    manifest = write_artifact(program, out_dir, passes=passes, assets=assets)
+    manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 
@@ -76,7 +84,8 @@ def gpu_bytes(value: np.ndarray, what: str) -> bytes:
 
 
 def write_artifact(program: Program, out_dir: str, passes: list | None = None,
-                   assets: dict[str, bytes] | None = None) -> dict:
+                   assets: dict[str, bytes] | None = None, options: BuildOptions | None = None,
+                   kclass: KernelClass | None = None) -> dict:
     writer = ArtifactWriter(out_dir)
     for name, data in (assets or {}).items():
         writer.add_asset(name, data)
@@ -114,6 +123,8 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None,
         "steps": steps,
         "placement": program.placement,
         "passes": passes or [],
+        "options": (options or BuildOptions()).to_json(),
+        "kernel_class": (kclass or SOFTWARE).name,
     }
     return writer.write(manifest)
 

@@ -31,8 +31,8 @@ def cmd_build(args) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise WebinferError(f"{out} exists and is not a directory")
     t0 = time.perf_counter()
-    manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, progress=True,
-                     optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
+    manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, limits=args.limits,
+                     progress=True, optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
@@ -169,7 +169,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("model")
     b.add_argument("-o", "--output", help="artifact directory (default: <model>.wi)")
     b.add_argument("--dim", action="append", metavar="NAME=VALUE", help="fix a symbolic dim at build time")
-    b.add_argument("--target", choices=["webgpu", "native"], default="webgpu",
+    b.add_argument("--target", choices=["portable", "software", "gpu"], default="portable",
+                   help="kernel classes to carry: portable (default: the runtime picks per adapter), software "
+                        "(CPU-emulated GPUs such as lavapipe, SwiftShader), gpu (integrated/discrete GPUs)")
+    b.add_argument("--limits", choices=["webgpu", "native"], default="webgpu",
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
     b.add_argument("--no-optimize", action="store_true", help="skip the graph passes (fold, cancel, fuse)")
     b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from oprefs import check_node
+from oprefs import TARGETS, check_node
 
 rng = np.random.default_rng(1)
 
@@ -47,14 +47,12 @@ def test_gemm_constant_weight_transposed():
     check_node("Gemm", {"a": f32((1, 6))}, initializers={"w": f32((6, 4))})
 
 
-@pytest.mark.parametrize("tiling", ["software", "shared"])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("sa,sb", [((65, 70), (70, 67)), ((2, 3, 17), (2, 17, 5)), ((1, 33), (33, 1))])
-def test_matmul_tilings(monkeypatch, tiling, sa, sb):
-    from webinfer.codegen.kernels import matmul
-
-    monkeypatch.setattr(matmul, "DEFAULT_TILING", tiling)
-    check_node("MatMul", {"a": f32(sa), "b": f32(sb)})
-    check_node("Gemm", {"a": f32((sa[-1], 9))}, initializers={"w": f32((10, sa[-1]))}, transA=1, transB=1)
+def test_matmul_classes(target, sa, sb):
+    check_node("MatMul", {"a": f32(sa), "b": f32(sb)}, target=target)
+    check_node("Gemm", {"a": f32((sa[-1], 9))}, initializers={"w": f32((10, sa[-1]))}, transA=1, transB=1,
+               target=target)
 
 
 def test_matmul_symbolic_dims(tmp_path):

@@ -19,7 +19,7 @@ from webinfer.llm.generate import Generator
 @pytest.fixture(scope="module")
 def tiny_wi(tiny_llama_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "tiny.wi"
-    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100)
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100, target="software")
     return out
 
 
@@ -53,31 +53,21 @@ def test_tiny_greedy_matches_onnxruntime(tiny_llama_dir, tiny_gen, n_prompt):
 
 
 @pytest.fixture(scope="module")
-def tiny_gen_workgroup(tiny_llama_dir, tmp_path_factory, monkeypatch_module):
-    """The same model with the workgroup attention kernel (keys split across invocations, chunks of 1024)."""
-    from webinfer.codegen.kernels import cached_attention
-
-    monkeypatch_module.setattr(cached_attention, "ATTENTION_KERNEL", "workgroup")
-    out = tmp_path_factory.mktemp("tiny-wg") / "tiny.wi"
-    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100)
-    monkeypatch_module.undo()
+def tiny_gen_gpu(tiny_llama_dir, tmp_path_factory):
+    """The same model built for the gpu kernel class (its attention kernel: a workgroup per row, keys split
+    across invocations, chunks of 1024), run here on the software adapter."""
+    out = tmp_path_factory.mktemp("tiny-gpu") / "tiny.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100, target="gpu")
     return Generator.load(str(out)), out
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
-@pytest.mark.parametrize("kernel", ["serial", "workgroup"])
-def test_long_prefill_matches_onnxruntime(tiny_llama_dir, tiny_wi, tiny_gen, tiny_gen_workgroup, kernel):
-    """1040 prompt tokens then decode, with both attention kernels: the registers-only one (default) and the
-    workgroup one, which streams keys in chunks of 1024 with an online softmax across chunks."""
-    gen, art = (tiny_gen, tiny_wi) if kernel == "serial" else tiny_gen_workgroup
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_long_prefill_matches_onnxruntime(tiny_llama_dir, tiny_wi, tiny_gen, tiny_gen_gpu, target):
+    """1040 prompt tokens then decode, with both classes' attention kernels: the registers-only one (software)
+    and the workgroup one (gpu), which streams keys in chunks of 1024 with an online softmax across chunks."""
+    gen, art = (tiny_gen, tiny_wi) if target == "software" else tiny_gen_gpu
     shaders = " ".join(p.read_text() for p in (art / "shaders").glob("*.wgsl"))
-    assert ("var<workgroup> sc:" in shaders) == (kernel == "workgroup")
+    assert ("var<workgroup> sc:" in shaders) == (target == "gpu")
     prompt = _ids(1040, 5)
     want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 4)
     got = [t.id for t in gen.generate(prompt, max_new_tokens=4, stop_at_eos=False)]

@@ -26,25 +26,6 @@ _ENV = jinja2.Environment(
     keep_trailing_newline=True,
 )
 
-# WebGPU's default limits, and a larger set for native targets that ask for it.
-LIMITS = {
-    "webgpu": {
-        "max_storage_buffers": 8,
-        "max_binding_bytes": 128 * 1024 * 1024,
-        "max_invocations": 256,
-        "max_workgroup_bytes": 16 * 1024,
-        "max_workgroups": 65535,
-    },
-    "native": {
-        "max_storage_buffers": 16,
-        "max_binding_bytes": 128 * 1024 * 1024,
-        "max_invocations": 1024,
-        "max_workgroup_bytes": 32 * 1024,
-        "max_workgroups": 65535,
-    },
-}
-
-
 def wgsl_literal(value, wgsl_type: str) -> str:
     """A WGSL literal for a number we computed (attributes are numbers, never pasted strings)."""
     if wgsl_type == "f32":

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from .. import dims as D
 from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
+from ..options import LIMITS, SOFTWARE, KernelClass
 from . import emit
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, WEBINFER_DOMAIN, load_all, op_key
@@ -38,6 +39,7 @@ class LowerContext:
         self.outputs: list[Tensor | None] = [None] * len(node.outputs)
         self.where = "gpu"
         self.opset = lowerer.opset
+        self.kclass: KernelClass = lowerer.kclass  # the kernel class being lowered: its knobs choose variants
 
     # -- inputs and attributes -------------------------------------------------------------
     def attr(self, name: str, default=None):
@@ -141,12 +143,15 @@ class LowerContext:
 
 
 class Lowerer:
-    def __init__(self, model: ir.Model, target: str = "webgpu", dim_values: dict | None = None,
-                 input_values: dict | None = None, validate: bool = True, progress: bool = False):
+    def __init__(self, model: ir.Model, kclass: KernelClass = SOFTWARE, limits: str = "webgpu",
+                 dim_values: dict | None = None, input_values: dict | None = None, validate: bool = True,
+                 progress: bool = False):
+        """``kclass``: the kernel class lowered for (options.py); ``limits``: the limits tier built for."""
         load_all()
         self.model = model
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
-        self.limits = emit.LIMITS[target]
+        self.kclass = kclass
+        self.limits = LIMITS[limits]
         self.program = Program()
         self.values: dict[str, Tensor] = {}
         self.dim_values = dim_values or {}

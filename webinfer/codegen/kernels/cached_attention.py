@@ -15,8 +15,6 @@ head ``h / (Hq / Hkv)`` directly from the cache: the heads are never expanded.
 
 from __future__ import annotations
 
-import os
-
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
@@ -25,9 +23,6 @@ from .helpers import broadcast_strides
 WG = 64
 CHUNK = 1024
 SERIAL_WG = 16
-# "serial" (one invocation per query row and head, registers only) or "workgroup" (a workgroup per row,
-# keys split across invocations, reductions in workgroup memory). Software GPUs pay dearly for barriers.
-ATTENTION_KERNEL = os.environ.get("WEBINFER_ATTENTION", "serial")
 
 
 @lowering("CachedAttention", domain="webinfer")
@@ -57,7 +52,10 @@ def lower_cached_attention(ctx) -> None:
     pairs = D.mul(hq, s)
     params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": pairs}
     reads = {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot}
-    if ATTENTION_KERNEL == "serial":
+    # The class's kernel: "serial" (one invocation per query row and head, registers only) or "workgroup" (a
+    # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
+    # dearly for barriers.
+    if ctx.kclass.attention == "serial":
         ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=pairs, params=params, wg=SERIAL_WG,
                      kind="serial", d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused,
                      bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"],

@@ -2,9 +2,9 @@
 
 Every variant is ``out[b, m, n] = epilogue(sum_k A(b, m, k) * B(b, k, n))`` where A and B are read through
 strides (so transposes and batch broadcasting cost nothing) and the epilogue adds Gemm's ``alpha``/``beta*C``
-or the quantized rescale. How the output is tiled is a :class:`Tiling`, chosen per target: software GPUs
-(lavapipe, SwiftShader) are fastest with many outputs per invocation and no workgroup memory; real GPUs
-prefer workgroup-shared tiles (``shared=True``).
+or the quantized rescale. How the output is tiled is a :class:`~webinfer.options.Tiling` of the kernel class
+being lowered (``ctx.kclass``): software GPUs (lavapipe, SwiftShader) are fastest with many outputs per
+invocation and no workgroup memory; real GPUs prefer workgroup-shared tiles (``shared=True``).
 """
 
 from __future__ import annotations
@@ -15,43 +15,16 @@ import numpy as np
 
 from ... import dims as D
 from ...errors import WebinferError
+from ...options import KernelClass, Tiling
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import HELPERS, elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
 
-@dataclass(frozen=True)
-class Tiling:
-    """Outputs per invocation (tm x tn) and the workgroup shape (wx x wy invocations).
-
-    ``shared``: stage tiles of A and B in workgroup memory (good on real GPUs, slow on software ones).
-    """
-
-    tm: int = 4
-    tn: int = 4
-    wx: int = 8
-    wy: int = 8
-    shared: bool = False
-    vec: bool = True  # vec4 loads where the operands allow (f32, row-major, K and N multiples of 4)
-
-
-# Measured on lavapipe (512^3 f32, many outputs per invocation win there): 16x16 outputs per invocation with vec4 loads is
-# ~3x faster than 8x8 scalar; without vec4 (odd K or N, integer operands) 8x8 is the better size.
-SOFTWARE_TILING = Tiling(tm=16, tn=16, wx=8, wy=4)
-SOFTWARE_SCALAR_TILING = Tiling(tm=8, tn=8, wx=8, wy=8, vec=False)
-SHARED_TILING = Tiling(tm=4, tn=4, wx=16, wy=16, shared=True, vec=False)
-TILINGS = {"software": SOFTWARE_TILING, "software_scalar": SOFTWARE_SCALAR_TILING, "shared": SHARED_TILING}
-# Chosen per target (a future adapter probe may set it); software GPUs are what we build for today.
-DEFAULT_TILING = "software"
-
-
-def choose_tiling(m, n, vec_ok: bool, name: str | None = None) -> Tiling:
-    """The target's tiling, shrunk for small or skinny products so that few computed outputs are wasted."""
-    name = name or DEFAULT_TILING
-    if not vec_ok and name + "_scalar" in TILINGS:
-        name += "_scalar"
-    t = TILINGS[name]
+def choose_tiling(m, n, vec_ok: bool, kclass: KernelClass) -> Tiling:
+    """The class's tiling, shrunk for small or skinny products so that few computed outputs are wasted."""
+    t = kclass.matmul if vec_ok else kclass.matmul_scalar
     if t.shared:
         return t
     tm, tn, wx, wy = t.tm, t.tn, t.wx, t.wy
@@ -121,7 +94,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         epilogue = _gemm_epilogue(ct, alpha, beta if c is not None else 0.0, c is not None)
     if epilogue_fn:
         epilogue = f"epi({epilogue}, row, col, idx)"
-    t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct))
+    t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct), ctx.kclass)
     grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
     vec = t.vec
     if isinstance(nb, int) and nb > 65535:

@@ -11,8 +11,8 @@ artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay packed in 
 from __future__ import annotations
 
 from ... import dims as D
+from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
-from .matmul import Tiling
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
 # 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.

@@ -1,0 +1,172 @@
+"""Build options and kernel classes: every choice of kernel is data here, recorded in the artifact.
+
+A *kernel class* is one way of writing the hot kernels for one kind of adapter: ``software`` for CPU-emulated
+GPUs (lavapipe, SwiftShader, WARP: many outputs per invocation, no workgroup memory, no barriers) and ``gpu``
+for integrated or discrete GPUs (workgroup-shared tiles, cooperative reductions). A class names the WebGPU
+features it needs (an f16 or subgroup variant needs ``shader-f16`` / ``subgroups``) and the adapter types it
+is tuned for; the runtime picks one of the artifact's programs at session start (runtime/select.py).
+
+``BuildOptions`` is what one build was asked for: which classes it carries (``--target``), the limits tier
+and the f16 policy. It is written into the manifest (``options``) so an artifact says how it was built.
+
+Standard library only: the runtime reads these too (the browser has no numpy).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from .errors import WebinferError
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A matmul's outputs per invocation (tm x tn) and workgroup shape (wx x wy invocations).
+
+    ``shared``: stage tiles of A and B in workgroup memory (good on real GPUs, slow on software ones).
+    ``vec``: vec4 loads where the operands allow (f32, row-major, K and N multiples of 4).
+    """
+
+    tm: int = 4
+    tn: int = 4
+    wx: int = 8
+    wy: int = 8
+    shared: bool = False
+    vec: bool = True
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    """One family of kernel variants and the knobs the lowerings read (``ctx.kclass``).
+
+    ``adapter_types``: the adapter types it is tuned for ("cpu", "integrated", "discrete", "virtual",
+    "unknown"); a preference, not a requirement (a ``gpu`` program still runs on a software adapter).
+    ``features``: WebGPU features it cannot run without (WebGPU's names: "shader-f16", "subgroups").
+    """
+
+    name: str
+    adapter_types: tuple[str, ...]
+    features: tuple[str, ...] = ()
+    matmul: Tiling = Tiling()  # f32 operands that allow vec4 loads
+    matmul_scalar: Tiling = Tiling(vec=False)  # the others (odd K or N, integer operands)
+    attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory)
+    workgroup_memory: bool = False  # prefer kernels that stage data in workgroup memory (and barriers)
+    use_f16: bool = False  # f16 storage and arithmetic of activations (f32 accumulation); needs shader-f16
+    use_subgroups: bool = False  # subgroup reductions; needs subgroups
+    use_dp4a: bool = False  # dot4I8Packed in quantized GEMVs (a WGSL language feature)
+
+    def describe(self) -> str:
+        needs = f", needs {'+'.join(self.features)}" if self.features else ""
+        return f"{self.name} (for {'/'.join(self.adapter_types)} adapters{needs})"
+
+
+# Measured on lavapipe (512^3 f32): 16x16 outputs per invocation with vec4 loads is ~3x faster than 8x8
+# scalar; without vec4 (odd K or N, integer operands) 8x8 is the better size. Shared-memory tiles are 13x
+# slower there (0.26 vs 3.5 GFLOP/s), and barriers dominate small workgroup kernels (docs/notes.md).
+SOFTWARE = KernelClass(
+    name="software",
+    adapter_types=("cpu",),
+    matmul=Tiling(tm=16, tn=16, wx=8, wy=4),
+    matmul_scalar=Tiling(tm=8, tn=8, wx=8, wy=8, vec=False),
+    attention="serial",
+)
+# Real GPUs want workgroup-shared tiles and cooperative reductions (GPU_KERNELS.md's portable defaults).
+GPU = KernelClass(
+    name="gpu",
+    adapter_types=("integrated", "discrete", "virtual", "unknown"),
+    matmul=Tiling(tm=4, tn=4, wx=16, wy=16, shared=True, vec=False),
+    matmul_scalar=Tiling(tm=4, tn=4, wx=16, wy=16, shared=True, vec=False),
+    attention="workgroup",
+    workgroup_memory=True,
+)
+KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU)}
+
+# --target: the classes an artifact carries, in order of preference among those an adapter can run.
+TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}
+
+# WebGPU's default limits (what browsers give without asking), and a larger tier for native targets.
+LIMITS: dict[str, dict[str, int]] = {
+    "webgpu": {
+        "max_storage_buffers": 8,
+        "max_binding_bytes": 128 * 1024 * 1024,
+        "max_invocations": 256,
+        "max_workgroup_bytes": 16 * 1024,
+        "max_workgroups": 65535,
+    },
+    "native": {
+        "max_storage_buffers": 16,
+        "max_binding_bytes": 128 * 1024 * 1024,
+        "max_invocations": 1024,
+        "max_workgroup_bytes": 32 * 1024,
+        "max_workgroups": 65535,
+    },
+}
+F16_POLICIES = ("off", "auto")  # auto: also carry a class's f16 variant where one exists
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What one build is asked for; recorded as the manifest's ``options``."""
+
+    target: str = "portable"
+    limits: str = "webgpu"
+    f16: str = "off"
+    classes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        if self.target not in TARGETS and self.target not in KERNEL_CLASSES:
+            raise WebinferError(f"--target {self.target!r}: choose from {', '.join(sorted(set(TARGETS) | set(KERNEL_CLASSES)))}")
+        if self.limits not in LIMITS:
+            raise WebinferError(f"limits tier {self.limits!r}: choose from {', '.join(LIMITS)}")
+        if self.f16 not in F16_POLICIES:
+            raise WebinferError(f"f16 policy {self.f16!r}: choose from {', '.join(F16_POLICIES)}")
+        if not self.classes:
+            object.__setattr__(self, "classes", TARGETS.get(self.target, (self.target,)))
+        unknown = [c for c in self.classes if c not in KERNEL_CLASSES]
+        if unknown:
+            raise WebinferError(f"unknown kernel class {unknown[0]!r}: choose from {', '.join(KERNEL_CLASSES)}")
+
+    @property
+    def kernel_classes(self) -> list[KernelClass]:
+        return [KERNEL_CLASSES[c] for c in self.classes]
+
+    @property
+    def limit_values(self) -> dict[str, int]:
+        return LIMITS[self.limits]
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "limits": self.limits, "f16": self.f16, "classes": list(self.classes),
+                "kernel_classes": {c.name: class_to_json(c) for c in self.kernel_classes}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "BuildOptions":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in names}
+        kw["classes"] = tuple(kw.get("classes", ()))
+        return cls(**kw)
+
+    def with_target(self, target: str) -> "BuildOptions":
+        return replace(self, target=target, classes=())
+
+
+def class_to_json(k: KernelClass) -> dict:
+    return json.loads(json.dumps(asdict(k)))
+
+
+def class_from_json(data: dict) -> KernelClass:
+    kw = dict(data)
+    for key in ("matmul", "matmul_scalar"):
+        if key in kw:
+            kw[key] = Tiling(**kw[key])
+    for key in ("adapter_types", "features"):
+        if key in kw:
+            kw[key] = tuple(kw[key])
+    return KernelClass(**kw)
+
+
+def as_options(target: "str | BuildOptions | None", limits: str | None = None) -> BuildOptions:
+    """``build(..., target=...)`` accepts a target name or a ready BuildOptions."""
+    if isinstance(target, BuildOptions):
+        return target if limits is None else replace(target, limits=limits)
+    return BuildOptions(target=target or "portable", limits=limits or "webgpu")

@@ -21,8 +21,10 @@ def request_device():
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         if adapter is None:
             raise WebinferError("no WebGPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
-        # timestamps inside a compute pass let `webinfer profile` time every kernel (native only)
-        wanted = [f for f in ("timestamp-query", "timestamp-query-inside-passes") if f in adapter.features]
+        # timestamps inside a compute pass let `webinfer profile` time every kernel (native only); f16 and
+        # subgroups let the kernel classes that need them run (wgpu-native names the latter "subgroup").
+        wanted = [f for f in ("timestamp-query", "timestamp-query-inside-passes", "shader-f16", "subgroup")
+                  if f in adapter.features]
         _DEVICE = adapter.request_device_sync(required_features=wanted)
     return _DEVICE
 

@@ -17,19 +17,12 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from .build import build
+from .opschema import host_inputs
 from .runtime.inference import InferenceSession
 
 HOST_MAX_ELEMENTS = 64
-_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
-# op -> input positions that carry shape arithmetic rather than data.
-HOST_INPUTS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
-    "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,), "Pad": (1, 2, 3), "TopK": (1,), "Split": (1,),
-    "Resize": (1, 2, 3), "Upsample": (1,), "OneHot": (1,), "CumSum": (1,), "Trilu": (1,), "Clip": (1, 2),
-    "CenterCropPad": (1,), "Col2Im": (1, 2), "Compress": (1,), "GridSample": (), "RotaryEmbedding": (),
-    **{op: (1,) for op in _REDUCE},
-}
+# op -> input positions that carry shape arithmetic rather than data (declared in opschema.py).
+HOST_INPUTS: dict[str, tuple[int, ...]] = host_inputs()
 
 
 def host_input_names(model: onnx.ModelProto) -> set[str]:

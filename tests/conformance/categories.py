@@ -8,6 +8,8 @@ from pathlib import Path
 
 import onnx
 
+from webinfer.opschema import random_ops
+
 NODE_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
 
 # -- static look at a model: permanent failure categories --------------------------------------------
@@ -23,8 +25,7 @@ for _name in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", 
 for _name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2"):
     if hasattr(onnx.TensorProto, _name):
         _BAD_DTYPES[getattr(onnx.TensorProto, _name)] = "dtype-4bit"
-_RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
-               "Multinomial"}
+_RANDOM_OPS = random_ops()
 _CONTROL_OPS = {"If", "Loop", "Scan"}
 _SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
                  "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence"}

@@ -145,11 +145,13 @@ def check_placement(model: onnx.ModelProto, placement: list[dict]) -> str | None
 
     A value is *live* when it is a graph input or is computed from a live value over a data edge. Edges
     that carry no data: inputs of Shape/Size/EyeLike, and integer inputs in shape-arithmetic positions
-    (``backend.HOST_INPUTS``: Reshape's shape, Slice's starts, ...). A node with a live input on a data
+    (``opschema.host_inputs()``: Reshape's shape, Slice's starts, ...). A node with a live input on a data
     edge that ran as 'host'/'folded' fails when it produced a non-integer tensor or more than 64 elements.
     So a float mask built at build time from Shape(x) is fine; Range over float graph inputs is not.
     ``model`` must be the graph webinfer lowered (``lowered_graph``) so node indices line up."""
-    from webinfer.backend import HOST_INPUTS
+    from webinfer.opschema import host_inputs
+
+    host_positions = host_inputs()
 
     ops = [n.op_type for n in model.graph.node]
     if [p["op"] for p in placement] != ops:
@@ -161,7 +163,7 @@ def check_placement(model: onnx.ModelProto, placement: list[dict]) -> str | None
     for index, node in enumerate(model.graph.node):
         if node.op_type in _SHAPE_ONLY_OPS:
             continue
-        shape_pos = HOST_INPUTS.get(node.op_type, ())
+        shape_pos = host_positions.get(node.op_type, ())
         if not any(name in live and (pos not in shape_pos or dtypes.get(name) not in _INTEGER)
                    for pos, name in enumerate(node.input) if name):
             continue

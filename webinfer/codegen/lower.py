@@ -19,12 +19,12 @@ from .. import dims as D
 from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
 from ..options import LIMITS, SOFTWARE, KernelClass
+from ..opschema import op_key, op_label, schema
 from . import emit
 from .program import Program, Step, Tensor
-from .registry import LOWERINGS, WEBINFER_DOMAIN, load_all, op_key
+from .registry import LOWERINGS, load_all
 
 HOST_MAX_ELEMENTS = 64
-_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
 class LowerContext:
@@ -236,18 +236,16 @@ class Lowerer:
 
     def lower_node(self, node: ir.Node, index: int) -> None:
         ctx = LowerContext(self, node, index)
-        if node.domain not in ("", "ai.onnx", WEBINFER_DOMAIN):
-            raise UnsupportedOpError(f"{node.domain}.{node.op_type} (node {ctx.describe()}): custom domain not supported")
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             raise ctx.unsupported("control flow with subgraphs is not supported")
         fn = LOWERINGS.get(op_key(node.domain, node.op_type))
         if fn is None:
-            raise UnsupportedOpError(f"unsupported op {node.op_type} (node {ctx.describe()})")
+            raise UnsupportedOpError(f"unsupported op {op_label(node.domain, node.op_type)} (node {ctx.describe()})")
         self.steps_of_node = 0
         present = [t for t in ctx.inputs if t is not None]
-        # webinfer's own ops have no reference implementation to fold with: their lowering takes constants.
-        if (present and all(t.value is not None for t in present) and node.op_type not in _NO_FOLD
-                and node.domain != WEBINFER_DOMAIN):
+        spec = schema(node.op_type, node.domain)
+        # ops outside ONNX's domain have no reference implementation to fold with: their lowering takes constants.
+        if present and all(t.value is not None for t in present) and spec.may_fold:
             for i, value in enumerate(fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)):
                 ctx.set_const(i, value)
         else:
@@ -255,7 +253,7 @@ class Lowerer:
         for i, v in enumerate(node.outputs):
             if ctx.outputs[i] is None:
                 if v.name:
-                    if i == 0 or node.op_type not in _OPTIONAL_OUTPUT_OPS:
+                    if i == 0 or not spec.optional_outputs:
                         raise ctx.unsupported(f"output {i} is not produced by webinfer")
                 continue
             ctx.outputs[i].name = ctx.outputs[i].name or v.name
@@ -314,10 +312,6 @@ class Lowerer:
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
                                        tuple(grid), node=str(node), label=label, when=when))
         self.steps_of_node += 1
-
-
-_OPTIONAL_OUTPUT_OPS = {"BatchNormalization", "LayerNormalization", "Dropout", "MaxPool", "TopK", "Unique",
-                        "GroupNormalization", "RMSNormalization", "DynamicQuantizeLinear"}
 
 
 def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:

@@ -1,23 +1,23 @@
 """The op table: ONNX op type -> lowering function. Each kernel family module registers its ops here.
 
-To find where an op is lowered: ``grep -rn '"OpName"' webinfer/codegen/kernels/``.
+To find where an op is lowered: ``grep -rn '"OpName"' webinfer/codegen/kernels/``. What an op *is*
+(host inputs, optional outputs, foldable, elementwise, epilogue) is declared in ``webinfer/opschema.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..opschema import WEBINFER_DOMAIN, op_key  # noqa: F401  (re-exported: kernels import them from here)
+
 LOWERINGS: dict[str, Callable] = {}
-
-
-WEBINFER_DOMAIN = "webinfer"
 
 
 def lowering(*op_types: str, domain: str = ""):
     """Register ``fn(ctx)`` as the lowering of the given op types.
 
-    ONNX ops are keyed by their name; ops of webinfer's own domain (fused ops written by graph passes)
-    by ``"webinfer:Name"``.
+    ONNX ops are keyed by their name; ops of other domains (webinfer's fused ops, onnxruntime's
+    ``com.microsoft`` contrib ops) by ``"domain:Name"``.
     """
 
     def register(fn):
@@ -29,10 +29,6 @@ def lowering(*op_types: str, domain: str = ""):
         return fn
 
     return register
-
-
-def op_key(domain: str, op_type: str) -> str:
-    return op_type if domain in ("", "ai.onnx") else f"{domain}:{op_type}"
 
 
 def load_all() -> None:

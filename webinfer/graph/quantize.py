@@ -27,12 +27,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..codegen.registry import WEBINFER_DOMAIN
+from ..opschema import QUANT_BLOCK, WEBINFER_DOMAIN
 from .passes._util import const, new_initializer, replace_value
 
-BLOCK = 32
+BLOCK = QUANT_BLOCK
 FORMATS = ("int8", "int4")
-PER_WORD = {"int8": 4, "int4": 8, "f32": 1}
 GATHER_MIN_ELEMENTS = 1 << 16  # smaller tables are not worth a special kernel
 TABLE_FORMAT = {"int8": "int8", "int4": "int8"}  # embedding tables, and LM heads tied to them
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
+from ...opschema import fused_base_inputs
 from ..emit import wgsl_literal
 from ..registry import WEBINFER_DOMAIN, lowering
 from . import conv as conv_k
@@ -32,7 +33,7 @@ from . import quant_matmul as qmm
 from .elementwise_ops import narrow
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
-BASE_INPUTS = {"FusedMatMul": 2, "FusedGemm": 3, "FusedConv": 3, "FusedMatMulQ": 4}
+BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 4
 
 # Activations and norms recognised from their primitive spellings (fuse_activations.py, fuse_norms.py)
 # are written as webinfer-domain ops with ONNX's semantics, so that any opset can carry them.

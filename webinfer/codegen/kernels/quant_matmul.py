@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ... import dims as D
 from ...options import Tiling
+from ...opschema import PER_WORD
 from ..registry import WEBINFER_DOMAIN, lowering
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
@@ -31,8 +32,6 @@ def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:
 @lowering("MatMulQ", domain=WEBINFER_DOMAIN)
 def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
     """``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (kernels/fused.py)."""
-    from ...graph.quantize import PER_WORD  # not at import time: graph.passes imports the kernels
-
     x, words = ctx.inputs[0], ctx.inputs[1]
     fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
     if x.shape[-1] != k and isinstance(x.shape[-1], int):
@@ -64,8 +63,6 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
 
 @lowering("GatherQ", domain=WEBINFER_DOMAIN)
 def lower_gather_q(ctx) -> None:
-    from ...graph.quantize import PER_WORD
-
     words, idx = ctx.inputs[0], ctx.inputs[2]
     fmt, k = ctx.attr("format"), int(ctx.attr("k"))
     out = ctx.output(0, "float32", tuple(idx.shape) + (k,))

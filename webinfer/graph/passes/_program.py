@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from ...codegen.kernels.elementwise import OPS
-from ...codegen.registry import WEBINFER_DOMAIN
+from ...opschema import WEBINFER_DOMAIN, elementwise_ops
 from ._util import const
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE}
+OPS = elementwise_ops()  # ONNX ops of the elementwise table
 # webinfer-domain activations written by fuse_activations.py; they fuse like their ONNX namesakes.
-OUR_ACTIVATIONS = {"Gelu", "Swish"}
+OUR_ACTIVATIONS = elementwise_ops(WEBINFER_DOMAIN)
 _STEP_ATTR = re.compile(r"s(\d+)_(.+)")
 
 

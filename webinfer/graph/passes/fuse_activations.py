@@ -16,7 +16,7 @@ import math
 
 import onnx_ir as ir
 
-from ...codegen.registry import WEBINFER_DOMAIN
+from ...opschema import WEBINFER_DOMAIN
 from ._program import scalar, use_webinfer_domain
 from ._util import replace_value
 

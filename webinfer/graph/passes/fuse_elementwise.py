@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...codegen.registry import WEBINFER_DOMAIN
+from ...opschema import WEBINFER_DOMAIN
 from ._program import Program, bound_count, external_inputs, fusable, use_webinfer_domain
 from ._util import replace_value
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...codegen.registry import WEBINFER_DOMAIN
+from ...opschema import WEBINFER_DOMAIN, epilogue_bases
 from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
 from ._util import replace_value
 
-BASES = {"MatMul": ("FusedMatMul", 2), "Gemm": ("FusedGemm", 3), "Conv": ("FusedConv", 3)}
+BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv
 # webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) takes epilogues too
-WEBINFER_BASES = {"MatMulQ": ("FusedMatMulQ", 4)}
+WEBINFER_BASES = epilogue_bases(WEBINFER_DOMAIN)
 MAX_EXTRA_BOUND = 3  # a, b, bias + 3 extras + out stays within WebGPU's 8 storage buffers
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ...codegen.registry import WEBINFER_DOMAIN
+from ...opschema import WEBINFER_DOMAIN
 from ._program import FLOAT_TYPES, scalar, use_webinfer_domain
 from ._util import const, int_attr, ints_attr, new_initializer, replace_value
 from .fuse_activations import _in_order, _is, _near, _only_user, _other

@@ -1,0 +1,148 @@
+"""What webinfer knows about each op, as data: one declaration per op, read by graph and codegen alike.
+
+The graph passes (which ops fuse into elementwise programs, which ops take an epilogue), the lowering
+(what may be folded at build time, which outputs may stay unproduced), the ONNX backend (which inputs
+carry shape arithmetic) and the conformance runner (which ops are random) all derive their tables from
+``SCHEMAS``. This module imports nothing of webinfer, so ``graph/`` needs no ``codegen/`` import for
+names. Whether an op is *supported* is a different question: it has a lowering
+(``codegen.registry.LOWERINGS``); an op that is lowered but not declared here has the default traits.
+
+To declare a new op: add one ``OpSchema`` line to ``_DECLARED`` (or its name to ``_ELEMENTWISE`` when it is
+an expression of ``codegen/kernels/elementwise.OPS``) only if some trait differs from the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ONNX_DOMAIN = ""
+WEBINFER_DOMAIN = "webinfer"  # ops written by webinfer's own passes (fusions, KV cache, quantization)
+MICROSOFT_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
+
+# Quantized weight layouts (graph/quantize.py writes them, codegen/kernels/quant_matmul.py reads them):
+# blocks of QUANT_BLOCK values along K, PER_WORD values per u32 word.
+QUANT_BLOCK = 32
+PER_WORD = {"int8": 4, "int4": 8, "f32": 1}
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """``Op`` for ONNX's default domain, ``domain:Op`` otherwise (the key of SCHEMAS and LOWERINGS)."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}:{op_type}"
+
+
+def op_label(domain: str, op_type: str) -> str:
+    """How messages name an op: ``Op`` or ``domain.Op``."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}.{op_type}"
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    op: str
+    domain: str = ONNX_DOMAIN
+    host_inputs: tuple[int, ...] = ()  # input positions that carry shape arithmetic (Reshape's shape), not data
+    optional_outputs: bool = False  # outputs after the first may be left unproduced (training-only stats)
+    foldable: bool | None = None  # all-constant inputs -> evaluated at build time (None: ONNX ops only)
+    random: bool = False  # results differ per run: never folded, never deduplicated
+    elementwise: bool = False  # an expression of the elementwise table: fuses into programs and epilogues
+    epilogue: str | None = None  # the webinfer op this op becomes when it absorbs an elementwise epilogue
+    base_inputs: int = 0  # with ``epilogue``: how many inputs the fused op keeps before the program's
+
+    @property
+    def key(self) -> str:
+        return op_key(self.domain, self.op)
+
+    @property
+    def may_fold(self) -> bool:
+        if self.random:
+            return False
+        return self.domain in ("", "ai.onnx") if self.foldable is None else self.foldable
+
+
+_REDUCE = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+# ONNX ops written as one WGSL expression per element (codegen/kernels/elementwise.OPS has their builders).
+_ELEMENTWISE = (
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Tanh",
+    "Sigmoid", "Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "Where", "Equal", "Less",
+    "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Cast", "Max", "Min", "Sum", "Mean",
+    "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil",
+    "Round", "Sign", "Softplus", "Softsign", "Mish", "Elu", "Celu", "Selu", "ThresholdedRelu", "Swish",
+    "Shrink", "PRelu", "IsNaN", "IsInf", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    "BitwiseNot",
+)
+_RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+
+_DECLARED: list[OpSchema] = [
+    # -- shape arithmetic in some inputs ----------------------------------------------------------
+    *(OpSchema(op, host_inputs=(1,)) for op in ("Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze",
+                                                 "Upsample", "OneHot", "CumSum", "Trilu", "CenterCropPad",
+                                                 "Compress", "Split")),
+    *(OpSchema(op, host_inputs=(1,)) for op in _REDUCE),
+    OpSchema("ConstantOfShape", host_inputs=(0,)),
+    OpSchema("Range", host_inputs=(0, 1, 2)),
+    OpSchema("Slice", host_inputs=(1, 2, 3, 4)),
+    OpSchema("Pad", host_inputs=(1, 2, 3)),
+    OpSchema("Resize", host_inputs=(1, 2, 3)),
+    OpSchema("Col2Im", host_inputs=(1, 2)),
+    OpSchema("Clip", host_inputs=(1, 2), elementwise=True),
+    OpSchema("TopK", host_inputs=(1,), optional_outputs=True),
+    # -- training-time outputs nobody reads at inference --------------------------------------------
+    *(OpSchema(op, optional_outputs=True) for op in ("BatchNormalization", "LayerNormalization", "Dropout",
+                                                      "MaxPool", "Unique", "DynamicQuantizeLinear")),
+    *(OpSchema(op, random=True) for op in _RANDOM),
+    *(OpSchema(op, elementwise=True) for op in _ELEMENTWISE),
+    # -- matmul-like ops that run an elementwise program in their store (graph/passes/fuse_epilogue.py)
+    OpSchema("MatMul", epilogue="FusedMatMul", base_inputs=2),
+    OpSchema("Gemm", epilogue="FusedGemm", base_inputs=3),
+    OpSchema("Conv", epilogue="FusedConv", base_inputs=3),
+    # -- webinfer's own ops: never folded (no reference implementation) ----------------------------
+    # x, words, block params, bias (graph/quantize.py)
+    OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=4),
+    *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),
+    OpSchema("SampleToken", WEBINFER_DOMAIN, random=True),
+]
+
+
+def _index(schemas: list[OpSchema]) -> dict[str, OpSchema]:
+    table: dict[str, OpSchema] = {}
+    for s in schemas:
+        if s.key in table:
+            raise RuntimeError(f"op {s.key} declared twice in opschema")
+        table[s.key] = s
+    return table
+
+
+SCHEMAS: dict[str, OpSchema] = _index(_DECLARED)
+
+
+def schema(op_type: str, domain: str = ONNX_DOMAIN) -> OpSchema:
+    """The declaration of an op, or the defaults for one that declares nothing special."""
+    key = op_key(domain, op_type)
+    found = SCHEMAS.get(key)
+    if found is not None:
+        return found
+    return OpSchema(op_type, "" if domain == "ai.onnx" else domain)
+
+
+def elementwise_ops(domain: str = ONNX_DOMAIN) -> frozenset[str]:
+    """Op names of ``domain`` that are expressions of the elementwise table."""
+    return frozenset(s.op for s in SCHEMAS.values() if s.elementwise and s.domain == domain)
+
+
+def epilogue_bases(domain: str = ONNX_DOMAIN) -> dict[str, tuple[str, int]]:
+    """Base op -> (fused op, inputs it keeps) for the ops of ``domain`` that take an epilogue."""
+    return {s.op: (s.epilogue, s.base_inputs) for s in SCHEMAS.values() if s.epilogue and s.domain == domain}
+
+
+def fused_base_inputs() -> dict[str, int]:
+    """Fused op (``FusedMatMul``, ...) -> how many of its inputs are its base op's."""
+    return {s.epilogue: s.base_inputs for s in SCHEMAS.values() if s.epilogue}
+
+
+def host_inputs() -> dict[str, tuple[int, ...]]:
+    """ONNX op -> input positions that carry shape arithmetic."""
+    return {s.op: s.host_inputs for s in SCHEMAS.values() if s.host_inputs and s.domain == ONNX_DOMAIN}
+
+
+def random_ops() -> frozenset[str]:
+    return frozenset(s.op for s in SCHEMAS.values() if s.random and s.domain == ONNX_DOMAIN)

@@ -18,8 +18,8 @@ import onnx_ir as ir
 from .. import dims as D
 from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
-from ..options import LIMITS, SOFTWARE, KernelClass
 from ..opschema import op_key, op_label, schema
+from ..options import LIMITS, SOFTWARE, KernelClass
 from . import emit
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all

@@ -11,8 +11,8 @@ artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay packed in 
 from __future__ import annotations
 
 from ... import dims as D
-from ...options import Tiling
 from ...opschema import PER_WORD
+from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,

@@ -13,6 +13,7 @@ from . import dims as D
 from .artifact import ArtifactWriter
 from .codegen.lower import Lowerer
 from .codegen.program import Program
+from .codegen.support import check_supported
 from .dtypes import I32_MAX, I32_MIN
 from .dtypes import dtype as get_dtype
 from .errors import WebinferError
@@ -42,6 +43,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     t0 = time.perf_counter()
     options = as_options(target, limits)
     ir_model = import_model(model)
+    check_supported(ir_model, constant_inputs=input_values or ())
     try:
         rewrites = llm.generation_rewrites(ir_model, max_seq) if generation else None
     except ValueError as e:

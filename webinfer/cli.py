@@ -209,7 +209,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     r.add_argument("--output", metavar="OUT.npz")
     r.set_defaults(fn=cmd_run)
-    i = sub.add_parser("inspect", help="describe a model.onnx or an artifact")
+    i = sub.add_parser("inspect", help="describe an artifact, or a model.onnx with each op and whether webinfer supports it")
     i.add_argument("path")
     i.add_argument("--dim", action="append", metavar="NAME=VALUE", help="evaluate symbolic dims at this value")
     i.set_defaults(fn=cmd_inspect)

@@ -40,13 +40,30 @@ def inspect_onnx(path: str) -> str:
 
     io = [("input", i.name, dtype_of(i), shape_of(i)) for i in g.input if i.name not in inits]
     io += [("output", o.name, dtype_of(o), shape_of(o)) for o in g.output]
-    ops = Counter(n.op_type for n in g.node)
     weight_bytes = sum(onnx.numpy_helper.to_array(t).nbytes for t in g.initializer) if g.initializer else 0
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "?")
     out = [f"{os.path.basename(path)}: ONNX opset {opset}, {len(g.node)} nodes, {len(inits)} initializers "
-           f"({_mib(weight_bytes)})", "", _table(io, ["", "name", "dtype", "shape"]), "",
-           _table(sorted(ops.items(), key=lambda kv: -kv[1]), ["op", "count"])]
+           f"({_mib(weight_bytes)})", "", _table(io, ["", "name", "dtype", "shape"]), "", op_support_table(model)]
     return "\n".join(out)
+
+
+def op_support_table(model) -> str:
+    """Every op of an ONNX model (subgraphs included) with its node count and whether webinfer lowers it."""
+    from .codegen.support import op_uses
+    from .graph.importer import to_ir, upgrade_opset
+
+    uses = op_uses(to_ir(upgrade_opset(model)))
+
+    def status(u) -> str:
+        if u.supported:
+            return "yes"
+        return "NO" if u.nodes else "folded (constant inputs)"
+
+    rows = sorted(([u.label, len(u.nodes) + u.folded, status(u)] for u in uses), key=lambda r: (-r[1], r[0]))
+    bad = [u for u in uses if u.failing]
+    summary = (f"unsupported: {len(bad)} op{'s' if len(bad) > 1 else ''} ({sum(len(u.nodes) for u in bad)} nodes): "
+               + ", ".join(u.label for u in bad)) if bad else f"all {len(uses)} ops are supported"
+    return _table(rows, ["op", "count", "supported"]) + "\n\n" + summary
 
 
 def inspect_artifact(path: str, dim_values: dict | None = None) -> str:

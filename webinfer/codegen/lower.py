@@ -239,8 +239,6 @@ class Lowerer:
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             raise ctx.unsupported("control flow with subgraphs is not supported")
         fn = LOWERINGS.get(op_key(node.domain, node.op_type))
-        if fn is None:
-            raise UnsupportedOpError(f"unsupported op {op_label(node.domain, node.op_type)} (node {ctx.describe()})")
         self.steps_of_node = 0
         present = [t for t in ctx.inputs if t is not None]
         spec = schema(node.op_type, node.domain)
@@ -248,6 +246,8 @@ class Lowerer:
         if present and all(t.value is not None for t in present) and spec.may_fold:
             for i, value in enumerate(fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)):
                 ctx.set_const(i, value)
+        elif fn is None:
+            raise UnsupportedOpError(f"unsupported op {op_label(node.domain, node.op_type)} (node {ctx.describe()})")
         else:
             fn(ctx)
         for i, v in enumerate(node.outputs):

@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 
-from webinfer.web import WEB_DIR, build_wheel, pyodide_dir
+from webinfer.web import browser_wheel, pyodide_dir
 
 from . import spec as S
 
@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-ORT_WEB_DIST = os.path.join(WEB_DIR, "node_modules", "onnxruntime-web", "dist")
+ORT_WEB_DIST = os.path.join(os.path.dirname(HERE), "web", "node_modules", "onnxruntime-web", "dist")
 
 
 def _slug(name: str) -> str:
@@ -35,7 +35,7 @@ def build_site(site: str, specs: list[S.ModelSpec]) -> None:
     shutil.copyfile(os.path.join(HERE, "runner.py"), os.path.join(site, "runner.py"))
     os.symlink(pyodide_dir(), os.path.join(site, "pyodide"))
     os.symlink(ORT_WEB_DIST, os.path.join(site, "ort"))
-    wheel = build_wheel(os.path.join(site, "wheels"))
+    wheel = browser_wheel(os.path.join(site, "wheels"))
     with open(os.path.join(site, "site.json"), "w") as f:
         json.dump({"wheel": "wheels/" + os.path.basename(wheel)}, f)
     for sub in ("models", "artifacts"):

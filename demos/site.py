@@ -27,10 +27,12 @@ def log(msg: str) -> None:
 
 
 def _source_key() -> str:
-    """A hash of webinfer's sources (a change in the compiler may change the artifact)."""
+    """A hash of webinfer's sources (a change in the compiler may change the artifact; the pages cannot)."""
     h = hashlib.sha256()
+    pages = ROOT / "webinfer" / "site"
     for path in sorted((ROOT / "webinfer").rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".j2", ".wgsl") and "__pycache__" not in path.parts:
+        if path.is_file() and path.suffix in (".py", ".j2", ".wgsl") and "__pycache__" not in path.parts \
+                and pages not in path.parents:
             h.update(str(path.relative_to(ROOT)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()
@@ -89,7 +91,7 @@ def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Pat
 def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str | None = None) -> Path:
     """Compile the demos' models (cached) and bundle them into ``out``; returns ``out``."""
     from webinfer.bundle import bundle
-    from webinfer.web import build_wheel
+    from webinfer.web import browser_wheel
 
     out = Path(out)
     table = models()
@@ -98,7 +100,7 @@ def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str
     if unknown:
         raise SystemExit(f"unknown demo(s) {unknown}; choose from {list(table)}")
     if wheel is None:
-        wheel = build_wheel(str(ARTIFACTS / "wheel"))
+        wheel = browser_wheel(str(ARTIFACTS / "wheel"))
     key = _source_key()
     for name in names:
         source_fn, options_fn, files_fn = table[name]

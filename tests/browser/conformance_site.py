@@ -171,17 +171,13 @@ def decode(v: dict) -> np.ndarray:
 def build_site(site: str, wheel: str, ops: list[str]) -> tuple[list[Case], dict[str, list[str]], float]:
     """Select + natively check one case per op, write the site; returns (cases, op -> tried, seconds)."""
     from webinfer.runtime.native import NativeDevice
-    from webinfer.web import PYODIDE_FILES, pyodide_dir
+    from webinfer.web import copy_pyodide, pyodide_dir
 
     t0 = time.perf_counter()
     os.makedirs(site, exist_ok=True)
     for name in ("index.html", "boot.mjs", "main.py"):
         shutil.copyfile(SITE_TEMPLATE / name, os.path.join(site, name))
-    os.makedirs(os.path.join(site, "pyodide"), exist_ok=True)
-    for name in PYODIDE_FILES:
-        src = os.path.join(pyodide_dir(), name)
-        if os.path.isfile(src):
-            shutil.copyfile(src, os.path.join(site, "pyodide", name))
+    copy_pyodide(pyodide_dir(), site)
     os.makedirs(os.path.join(site, "wheels"), exist_ok=True)
     shutil.copy(wheel, os.path.join(site, "wheels"))
 

@@ -19,7 +19,7 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def webinfer_wheel(tmp_path_factory):
-    """One wheel of this checkout per test session (building one takes a few seconds)."""
-    from webinfer.web import build_wheel
+    """One browser wheel per test session (webinfer.web.browser_wheel)."""
+    from webinfer.web import browser_wheel
 
-    return build_wheel(str(tmp_path_factory.mktemp("wheel")))
+    return browser_wheel(str(tmp_path_factory.mktemp("wheel")))

@@ -11,11 +11,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from smoke_site import build_smoke_site
 
 import webinfer
 from webinfer.build import build
 from webinfer.serve import serve_in_thread
-from webinfer.web import build_smoke_site
 
 pytestmark = pytest.mark.browser
 TOL = 1e-5

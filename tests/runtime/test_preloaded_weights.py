@@ -28,7 +28,7 @@ def _model():
 
 
 def _upload_like_the_browser(device, art: Artifact) -> dict:
-    """What web/site/webinfer.mjs does: one buffer per weight tensor, each chunk written from its shard."""
+    """What webinfer/site/webinfer.mjs does: one buffer per weight tensor, each chunk written from its shard."""
     buffers = {}
     for tid, t in enumerate(art.manifest["tensors"]):
         if t["kind"] != "weight":

@@ -1,6 +1,6 @@
 """Python side of webinfer's web pages (runs in Pyodide; standard library only).
 
-The page's JavaScript (web/site/webinfer.mjs) opens the GPU device and writes the weights straight into GPU
+The page's JavaScript (webinfer/site/webinfer.mjs) opens the GPU device and writes the weights straight into GPU
 buffers; here we fetch only the small files (manifest, shaders, assets), check their sha256 and open a
 SessionCore over the JS device and its pre-uploaded weight buffers.
 """

@@ -1,8 +1,7 @@
 // Shared boot for webinfer's pages: Pyodide + webinfer's wheel on one side, and on the other the GPU
 // device plus the artifact's weights, which JavaScript fetches shard by shard, checks (sha256), keeps in
 // Cache Storage and writes straight into GPU buffers, so they never pass through Python's heap.
-// Everything is fetched from this page's own origin.
-import { loadPyodide } from "../pyodide/pyodide.mjs";
+// Everything is fetched from this page's own origin (unless the site was bundled with --pyodide-url).
 
 const CACHE_NAME = "webinfer-weights-v1";
 
@@ -135,7 +134,9 @@ export async function startPage({ artifact, statusEl, progressEl, main = "main.p
   status("loading Python, the GPU device and the weights…");
   const python = (async () => {
     const t = performance.now();
-    const pyodide = await loadPyodide({ indexURL: new URL("pyodide/", root).href });
+    const pyodideURL = new URL(site.pyodide || "pyodide/", root).href;
+    const { loadPyodide } = await import(new URL("pyodide.mjs", pyodideURL).href);
+    const pyodide = await loadPyodide({ indexURL: pyodideURL });
     await pyodide.loadPackage(new URL(site.wheel, root).href, { messageCallback: () => {} });
     const source = await (await fetch(new URL(main, here))).text();
     pyodide.runPython(source, { filename: main });

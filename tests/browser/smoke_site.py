@@ -1,0 +1,54 @@
+"""The smoke test's site (a checkout-only harness, web/smoke/): the boot page, Pyodide, webinfer's browser
+wheel, the artifact and its inputs, all served from one origin.
+
+    index.html, boot.mjs, main.py   from web/smoke/ (the page, its JS boot, the Python it runs)
+    pyodide/                        Pyodide's runtime files (webinfer.web.pyodide_dir)
+    wheels/webinfer-*.whl           the browser wheel (webinfer.web.browser_wheel)
+    artifact/                       a copy of the artifact directory
+    inputs.json                     the feeds: name -> {dtype, shape, b64 of the raw little-endian bytes}
+    site.json                       where the page finds the above
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+
+import numpy as np
+
+from webinfer.web import browser_wheel, copy_pyodide, pyodide_dir
+
+SMOKE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "web", "smoke")
+
+
+def encode_inputs(inputs: dict) -> dict:
+    """numpy arrays -> the JSON form the page decodes into HostTensors."""
+    out = {}
+    for name, value in inputs.items():
+        a = np.asarray(value, order="C")
+        out[name] = {"dtype": str(a.dtype), "shape": list(a.shape),
+                     "b64": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes()).decode()}
+    return out
+
+
+def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict, wheel: str | None = None) -> str:
+    """Write the site for ``artifact_dir`` into ``out_dir`` (replacing its artifact); returns ``out_dir``."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("index.html", "boot.mjs", "main.py"):
+        shutil.copyfile(os.path.join(SMOKE_DIR, name), os.path.join(out_dir, name))
+    copy_pyodide(pyodide_dir(), out_dir)
+    wheels = os.path.join(out_dir, "wheels")
+    shutil.rmtree(wheels, ignore_errors=True)
+    os.makedirs(wheels)
+    wheel = browser_wheel(wheels) if wheel is None else shutil.copy(wheel, wheels)
+    art = os.path.join(out_dir, "artifact")
+    shutil.rmtree(art, ignore_errors=True)
+    shutil.copytree(artifact_dir, art)
+    with open(os.path.join(out_dir, "inputs.json"), "w") as f:
+        json.dump(encode_inputs(inputs), f)
+    with open(os.path.join(out_dir, "site.json"), "w") as f:
+        json.dump({"wheel": f"wheels/{os.path.basename(wheel)}", "artifact": "artifact/",
+                   "inputs": "inputs.json"}, f, indent=1)
+    return out_dir

@@ -14,7 +14,7 @@ from webinfer.backend import WebinferRep
 RTOL, ATOL = 1e-4, 1e-5
 # Kernel classes every kernel test can run under (options.KERNEL_CLASSES): parametrize a test with
 # ``@pytest.mark.parametrize("target", TARGETS)`` and pass ``target=`` to check_node/check_model.
-TARGETS = ("software", "gpu")
+TARGETS = ("software", "gpu", "gpu-subgroups")
 
 
 def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 18):

@@ -34,6 +34,7 @@ class Tiling:
     wy: int = 8
     shared: bool = False
     vec: bool = True
+    tk: int = 32  # with ``shared``: the k extent of the tiles staged in workgroup memory
 
 
 @dataclass(frozen=True)
@@ -71,16 +72,21 @@ SOFTWARE = KernelClass(
     matmul_scalar=Tiling(tm=8, tn=8, wx=8, wy=8, vec=False),
     attention="serial",
 )
-# Real GPUs want workgroup-shared tiles and cooperative reductions (GPU_KERNELS.md's portable defaults).
+# Real GPUs want workgroup-shared tiles and cooperative reductions (GPU_KERNELS.md's portable defaults):
+# onnxruntime's packed vec4 MatMul, llama.cpp's reg-tile and TVM's default GEMM all use 8 x 8 invocations
+# with 4 x 4 outputs each (a 32 x 32 tile) and k steps of 32 staged in workgroup memory (8 KiB in f32).
+GPU_TILING = Tiling(tm=4, tn=4, wx=8, wy=8, shared=True, tk=32)
 GPU = KernelClass(
     name="gpu",
     adapter_types=("integrated", "discrete", "virtual", "unknown"),
-    matmul=Tiling(tm=4, tn=4, wx=16, wy=16, shared=True, vec=False),
-    matmul_scalar=Tiling(tm=4, tn=4, wx=16, wy=16, shared=True, vec=False),
+    matmul=GPU_TILING,
+    matmul_scalar=GPU_TILING,
     attention="workgroup",
     workgroup_memory=True,
 )
-KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU)}
+# The same kernels with their reductions done by subgroup operations where the adapter has them.
+GPU_SUBGROUPS = replace(GPU, name="gpu-subgroups", features=("subgroups",), use_subgroups=True)
+KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS)}
 
 # --target: the classes an artifact carries, in order of preference among those an adapter can run.
 TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}

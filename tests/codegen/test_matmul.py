@@ -11,6 +11,7 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
+MATMUL_TARGETS = ("software", "gpu")  # the matmul kernels use no subgroups: gpu-subgroups is gpu here
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
     ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),
@@ -21,25 +22,28 @@ MATMUL_SHAPES = [
 ]
 
 
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
 @pytest.mark.parametrize("sa,sb", MATMUL_SHAPES)
-def test_matmul(sa, sb):
-    _, _, _, gpu = check_node("MatMul", {"a": f32(sa), "b": f32(sb)})
+def test_matmul(sa, sb, target):
+    _, _, _, gpu = check_node("MatMul", {"a": f32(sa), "b": f32(sb)}, target=target)
     assert gpu
 
 
-def test_matmul_constant_weight():
-    check_node("MatMul", {"a": f32((2, 3, 10))}, initializers={"w": f32((10, 6))})
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
+def test_matmul_constant_weight(target):
+    check_node("MatMul", {"a": f32((2, 3, 10))}, initializers={"w": f32((10, 6))}, target=target)
 
 
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
 @pytest.mark.parametrize("ta", [0, 1])
 @pytest.mark.parametrize("tb", [0, 1])
 @pytest.mark.parametrize("cshape", [None, (5,), (1, 5), (3, 1), (3, 5), ()])
-def test_gemm(ta, tb, cshape):
+def test_gemm(ta, tb, cshape, target):
     m, k, n = 3, 7, 5
     feeds = {"a": f32((k, m) if ta else (m, k)), "b": f32((n, k) if tb else (k, n))}
     if cshape is not None:
         feeds["c"] = f32(cshape)
-    check_node("Gemm", feeds, transA=ta, transB=tb, alpha=0.7, beta=1.3)
+    check_node("Gemm", feeds, transA=ta, transB=tb, alpha=0.7, beta=1.3, target=target)
 
 
 def test_gemm_constant_weight_transposed():
@@ -82,21 +86,25 @@ def q(shape, dtype):
     return rng.integers(info.min, info.max + 1, size=shape).astype(dtype)
 
 
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
-@pytest.mark.parametrize("sa,sb", [((4, 7), (7, 5)), ((2, 3, 9), (9, 4)), ((2, 3, 5), (2, 5, 6)), ((7,), (7, 3))])
-def test_matmul_integer(dt, sa, sb):
-    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt)})
-    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt), "az": q((), dt), "bz": q((), dt)})
+@pytest.mark.parametrize("sa,sb", [((4, 7), (7, 5)), ((2, 3, 9), (9, 4)), ((2, 3, 5), (2, 5, 6)), ((7,), (7, 3)),
+                                   ((40, 37), (37, 36))])
+def test_matmul_integer(dt, sa, sb, target):
+    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt)}, target=target)
+    check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt), "az": q((), dt), "bz": q((), dt)}, target=target)
 
 
-def test_matmul_integer_per_line_zero_points():
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
+def test_matmul_integer_per_line_zero_points(target):
     a, b = q((2, 4, 6), np.uint8), q((6, 5), np.int8)
-    check_node("MatMulInteger", {"a": a, "b": b, "az": q((4, 1), np.uint8), "bz": q((5,), np.int8)})
+    check_node("MatMulInteger", {"a": a, "b": b, "az": q((4, 1), np.uint8), "bz": q((5,), np.int8)}, target=target)
 
 
+@pytest.mark.parametrize("target", MATMUL_TARGETS)
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_line", [False, True])
-def test_qlinear_matmul(dt, per_line):
+def test_qlinear_matmul(dt, per_line, target):
     m, k, n = 5, 8, 6
     feeds = {"a": q((2, m, k), dt), "a_scale": np.float32(0.02), "a_zero": q((), dt), "b": q((k, n), dt),
              "b_scale": np.float32(0.03), "b_zero": q((), dt), "y_scale": np.float32(0.9), "y_zero": q((), dt)}
@@ -104,9 +112,9 @@ def test_qlinear_matmul(dt, per_line):
         feeds["a_scale"] = rng.uniform(0.01, 0.03, size=(m, 1)).astype(np.float32)
         feeds["b_scale"] = rng.uniform(0.01, 0.03, size=(n,)).astype(np.float32)
         feeds["b_zero"] = q((n,), dt)
-    check_node("QLinearMatMul", feeds, opset=21)
+    check_node("QLinearMatMul", feeds, opset=21, target=target)
     inits = {k_: feeds.pop(k_) for k_ in list(feeds) if k_ != "a"}
-    check_node("QLinearMatMul", feeds, initializers=inits, opset=21)
+    check_node("QLinearMatMul", feeds, initializers=inits, opset=21, target=target)
 
 
 def test_vec4_path_is_used(tmp_path):

@@ -26,9 +26,10 @@ def model(nodes, inputs: dict, outputs: list[str], inits: dict | None = None, op
     return onnx.shape_inference.infer_shapes(m)
 
 
-def run_checked(proto: onnx.ModelProto, feeds: dict, rtol: float = 1e-4, atol: float = 1e-5) -> dict:
+def run_checked(proto: onnx.ModelProto, feeds: dict, rtol: float = 1e-4, atol: float = 1e-5,
+                target: str = "software") -> dict:
     """Outputs of webinfer equal the reference's on the original graph; returns {op: dispatches} of the run."""
-    _, _, placement, _ = check_model(proto, feeds, rtol, atol)
+    _, _, placement, _ = check_model(proto, feeds, rtol, atol, target=target)
     counts: dict = {}
     for p in placement:
         counts[p["op"]] = counts.get(p["op"], 0) + p["dispatches"]

@@ -5,29 +5,33 @@ from __future__ import annotations
 
 import numpy as np
 import onnx.helper as h
+import pytest
 from fusion_util import after_pass, model, randn, run_checked
 
 FUSIONS = ("fuse_elementwise", "fuse_epilogue")
 
 
-def test_matmul_bias_relu_residual_is_one_kernel():
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_matmul_bias_relu_residual_is_one_kernel(target):
     nodes = [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("Add", ["bias", "a"], ["b"]),
              h.make_node("Relu", ["b"], ["c"]), h.make_node("Add", ["c", "r"], ["out"])]
     feeds = {"x": randn(2, 5, 8), "r": randn(2, 5, 12)}
     p = model(nodes, feeds, ["out"], {"w": randn(8, 12), "bias": randn(12)})
     assert after_pass(p, *FUSIONS) == ["FusedMatMul"]
-    assert run_checked(p, feeds) == {"FusedMatMul": 1}
+    assert run_checked(p, feeds, target=target) == {"FusedMatMul": 1}
 
 
-def test_gemm_with_c_and_hard_sigmoid():
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_gemm_with_c_and_hard_sigmoid(target):
     nodes = [h.make_node("Gemm", ["x", "w", "c"], ["a"], transB=1, alpha=0.5),
              h.make_node("HardSigmoid", ["a"], ["out"], alpha=0.3, beta=0.4)]
     feeds = {"x": randn(3, 6)}
     p = model(nodes, feeds, ["out"], {"w": randn(5, 6), "c": randn(5)})
-    assert run_checked(p, feeds) == {"FusedGemm": 1}
+    assert run_checked(p, feeds, target=target) == {"FusedGemm": 1}
 
 
-def test_conv_bias_hardswish_and_clip_epilogues():
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_conv_bias_hardswish_and_clip_epilogues(target):
     nodes = [h.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), h.make_node("Add", ["a", "b1"], ["b"]),
              h.make_node("HardSwish", ["b"], ["c"]),
              h.make_node("Conv", ["c", "w2", "b2"], ["d"]), h.make_node("Clip", ["d", "lo", "hi"], ["out"])]
@@ -36,7 +40,7 @@ def test_conv_bias_hardswish_and_clip_epilogues():
              "lo": np.float32(-0.5), "hi": np.float32(0.7)}
     p = model(nodes, feeds, ["out"], inits)
     assert after_pass(p, *FUSIONS) == ["FusedConv", "FusedConv"]
-    assert run_checked(p, feeds) == {"FusedConv": 2}
+    assert run_checked(p, feeds, target=target) == {"FusedConv": 2}
 
 
 def test_extra_input_the_kernel_cannot_index_falls_back_to_two_kernels():

@@ -107,12 +107,12 @@ class ShaderValidator:
     def validate(self, wgsl: str, label: str) -> None:
         if wgsl in self._seen:
             return
-        if self._device is None:
-            from ..runtime.native import request_device
+        from ..runtime.native import naga_wgsl, request_device
 
+        if self._device is None:
             self._device = request_device()
         try:
-            self._device.create_shader_module(code=wgsl)
+            self._device.create_shader_module(code=naga_wgsl(wgsl))
         except Exception as e:  # wgpu raises GPUValidationError with naga's message
             lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
             first = next((ln for ln in lines if "error" in ln.lower() and ln != "Validation Error"),

@@ -29,6 +29,13 @@ def request_device():
     return _DEVICE
 
 
+def naga_wgsl(wgsl: str) -> str:
+    """WGSL as wgpu-native's compiler (naga) takes it: naga has the subgroup built-ins without the
+    ``enable subgroups;`` directive that the WGSL spec (and Chromium's Tint) require, and rejects it."""
+    head, sep, rest = wgsl.partition("enable subgroups;\n")
+    return head + rest if sep and "fn " not in head else wgsl
+
+
 class NativeDevice(Device):
     name = "native"
 
@@ -64,7 +71,7 @@ class NativeDevice(Device):
             entries.append({"binding": len(writes), "visibility": w.ShaderStage.COMPUTE,
                             "buffer": {"type": w.BufferBindingType.uniform}})
         layout = self.device.create_bind_group_layout(entries=entries)
-        module = self.device.create_shader_module(code=wgsl)
+        module = self.device.create_shader_module(code=naga_wgsl(wgsl))
         pipeline = self.device.create_compute_pipeline(
             layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": module, "entry_point": "main"},

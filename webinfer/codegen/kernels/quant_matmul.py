@@ -14,12 +14,17 @@ from ... import dims as D
 from ...opschema import PER_WORD
 from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
+from .matmul import choose_tiling
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
 # 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.
 GEMV_WG = 64
 GEMV_TN = 4
 GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
+# Real GPUs (llama.cpp's mul_mat_vec, onnxruntime's MatMulNBits): a workgroup of 64 streams one weight row
+# for 4 output columns and reduces across its invocations; K-major weights: 32 x 8 (columns x k-groups).
+GPU_GEMV_WG, GPU_GEMV_TN = 64, 4
+GPU_GEMV_KN = (32, 8)
 
 
 def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:
@@ -51,14 +56,48 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
                   has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn)
     gemv_when, gemm_when = row_steps(rows)
-    if gemv_when != "skip":
+    tiled = choose_tiling(rows, n, True, ctx.kclass).shared
+    if gemv_when != "skip" and tiled:
+        vec4 = (["x"] if k % 4 == 0 else []) + (["wq"] if wvec else [])
+        ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
+                     when=gemv_when, kind="nk", tn=GPU_GEMV_TN, fmt=fmt, K=k, N=n, xvec=k % 4 == 0, wvec=wvec,
+                     vec4_vars=vec4, has_bias=ctx.has_input(3), epilogue_fn=epilogue_fn,
+                     subgroups=ctx.kclass.use_subgroups)
+    elif gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
                      when=gemv_when, kind="gemv", tn=GEMV_TN, **common)
-    if gemm_when != "skip":
+    if gemm_when != "skip" and tiled:
+        _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn)
+    elif gemm_when != "skip":
         t = GEMM_TILING
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
                      params={"M": rows}, kind="gemm", t=t, **common)
+
+
+def _grid(groups) -> tuple:
+    """A 2-D grid of ``groups`` workgroups (65535 per dimension); kernels index them as y * nwg.x + x."""
+    return (D.dmin(groups, 65535), D.ceildiv(groups, 65535), 1)
+
+
+def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wvec: bool, epilogue_fn: str) -> None:
+    """The prefill step on the workgroup-tiled matmul kernel: x tiles and dequantized weight tiles in
+    workgroup memory (real GPUs); the weights stay packed in GPU memory."""
+    t = choose_tiling(rows, n, True, ctx.kclass)
+    reads = dict(reads)
+    has_bias = "bias" in reads
+    if has_bias:
+        reads["c"] = reads.pop("bias")
+    epilogue = "acc + cval(row, col)" if has_bias else "acc"
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, row, col, idx)"
+    a_vec = k % 4 == 0
+    params = {"M": rows, "N": n, "K": k, "MN": D.mul(rows, n), "sam": k, "sak": 1, "scm": 0, "scn": 1}
+    grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
+    ctx.dispatch("matmul_tiled.wgsl.j2", {"a": reads.pop("x"), **reads}, {"out": out}, grid=grid,
+                 wg=t.wx * t.wy, params=params, when=when, t=t, brank=0, ct="f32", epilogue=epilogue,
+                 epilogue_fn=epilogue_fn, has_c=has_bias, zero={}, a_src="vec" if a_vec else "strided",
+                 b_src="q", fmt=fmt, p_k=k, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []))
 
 
 @lowering("GatherQ", domain=WEBINFER_DOMAIN)
@@ -84,6 +123,12 @@ def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | Non
     k, n = (int(d) for d in w.shape)
     wvec = n % 4 == 0
     reads = {"x": x, "wq": w, **{name: ctx.gpu(t) for name, t in (extra_reads or {}).items()}}
+    if choose_tiling(1, n, True, ctx.kclass).shared:
+        kx, ky = GPU_GEMV_KN
+        ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n // 4 if wvec else n, kx)),
+                     wg=kx * ky, when=when, kind="kn", kx=kx, ky=ky, K=k, N=n, wvec=wvec,
+                     vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)
+        return
     ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=n // 4 if wvec else n,
                  wg=GEMV_WG, when=when, kind="gemv_kn", fmt="f32", K=k, N=n, per_word=1, wvec=wvec,
                  vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)

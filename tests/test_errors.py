@@ -192,3 +192,186 @@ def test_cli_roundtrip(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], np.maximum(x, 0))
     rc, so, err = _cli("inspect", out)
     assert rc == 0 and "kernels per run: 1" in so
+
+
+# -- issue 15: nothing deleted, nothing published by accident, every argument checked before work starts ----
+
+def test_build_refuses_folder_with_another_programs_manifest(tmp_path):
+    src = _small_model(str(tmp_path / "m.onnx"))
+    app = tmp_path / "mywebapp"
+    for rel in ("manifest.json", "assets/app.js", "weights/model.bin"):
+        (app / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app / rel).write_text('{"name": "my web app"}' if rel == "manifest.json" else "keep me")
+    rc, _, err = _cli("build", src, "-o", str(app))
+    _assert_one_line_error(rc, err, "not a webinfer artifact", "refusing")
+    assert sorted(p.relative_to(app).as_posix() for p in app.rglob("*") if p.is_file()) == [
+        "assets/app.js", "manifest.json", "weights/model.bin"]
+
+
+def test_rebuild_replaces_only_the_artifacts_own_files(tmp_path):
+    src = _small_model(str(tmp_path / "m.onnx"))
+    out = tmp_path / "m.wi"
+    build(src, str(out))
+    (out / "notes.txt").write_text("mine")
+    (out / "weights" / "mine.bin").write_text("mine")
+    build(_small_model(str(tmp_path / "n.onnx"), op="Neg"), str(out))
+    assert (out / "notes.txt").read_text() == "mine" and (out / "weights" / "mine.bin").read_text() == "mine"
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(webinfer.InferenceSession(str(out)).run(None, {"x": x})[0], -x)
+
+
+def _fake_wheel(tmp_path):
+    wheel = tmp_path / "webinfer-0.0.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    return str(wheel)
+
+
+def test_bundle_publishes_only_the_artifacts_files(artifact, tmp_path):
+    from webinfer.bundle import bundle
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "passwd").write_text("root:x:0:0")
+    art = _copy(artifact, tmp_path / "a.wi")
+    os.symlink(secret, os.path.join(art, "etc"))
+    os.symlink(secret / "passwd", os.path.join(art, "assets-link"))
+    open(os.path.join(art, "stray.txt"), "w").write("not named by the manifest")
+    page = bundle(art, str(tmp_path / "site"), wheel=_fake_wheel(tmp_path))
+    published = sorted(os.path.relpath(os.path.join(d, f), page) for d, _, fs in os.walk(page) for f in fs)
+    m = json.load(open(os.path.join(art, "manifest.json")))
+    named = [e["file"] for e in m["shaders"] + m["shards"]] + list(m["assets"])
+    assert [p for p in published if p.startswith("artifact/")] == sorted(
+        f"artifact/{rel}" for rel in ["manifest.json", *named, *(["manifest.sha256"] if os.path.isfile(
+            os.path.join(art, "manifest.sha256")) else [])])
+    site = str(tmp_path / "site")
+    for d, _, fs in os.walk(site):
+        for f in fs:
+            assert "root:x" not in open(os.path.join(d, f), errors="replace").read()
+
+
+def test_bundle_refuses_a_named_file_linked_out_of_the_artifact(artifact, tmp_path):
+    art = _copy(artifact, tmp_path / "a.wi")
+    shard = os.path.join(art, "weights", "shard-000.bin")
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(open(shard, "rb").read())  # same bytes, same sha256
+    os.remove(shard)
+    os.symlink(outside, shard)
+    rc, _, err = _cli("bundle", art, "-o", str(tmp_path / "site"))
+    _assert_one_line_error(rc, err, "shard-000.bin", "out of the artifact")
+    assert not (tmp_path / "site").exists()
+
+
+def test_bundle_refuses_nesting_and_foreign_folders(artifact, tmp_path):
+    art = _copy(artifact, tmp_path / "a.wi")
+    for out, words in ((art, ("inside the artifact",)), (os.path.join(art, "site"), ("inside the artifact",)),
+                       (str(tmp_path), ("inside the site",))):
+        rc, _, err = _cli("bundle", art, "-o", out)
+        _assert_one_line_error(rc, err, *words)
+    mine = tmp_path / "mine"
+    (mine / "model").mkdir(parents=True)
+    (mine / "model" / "index.html").write_text("my page")
+    rc, _, err = _cli("bundle", art, "-o", str(mine))
+    _assert_one_line_error(rc, err, "not a webinfer site")
+    assert (mine / "model" / "index.html").read_text() == "my page"
+    assert sorted(os.listdir(art)) == sorted(os.listdir(artifact))
+
+
+def test_model_opset_duplicates_and_short_initializers_are_named(tmp_path):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    p = str(tmp_path / "op99.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 99)]), p)
+    rc, _, err = _cli("build", p, "-o", str(tmp_path / "o.wi"))
+    _assert_one_line_error(rc, err, "opset 99 is not supported")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="a"),
+                           helper.make_node("Neg", ["x"], ["y"], name="b")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    p = str(tmp_path / "dup.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    rc, _, err = _cli("build", p, "-o", str(tmp_path / "o.wi"))
+    _assert_one_line_error(rc, err, "'y' is produced twice", "'a' (Relu)", "'b' (Neg)")
+    w = numpy_helper.from_array(np.arange(4, dtype=np.float32), "weights_w")
+    w.raw_data = w.raw_data[:8]
+    g = helper.make_graph([helper.make_node("Add", ["x", "weights_w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    p = str(tmp_path / "short.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    for cmd in ("build", "inspect"):
+        rc, _, err = _cli(cmd, p, *(["-o", str(tmp_path / "o.wi")] if cmd == "build" else []))
+        _assert_one_line_error(rc, err, "initializer 'weights_w'", "8 bytes", "needs 16")
+    assert not (tmp_path / "o.wi").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["generate", "A", "--prompt", "p", "--temperature", "nan"], ["--temperature", "finite"]),
+    (["generate", "A", "--prompt", "p", "--repetition-penalty", "nan"], ["--repetition-penalty", "finite"]),
+    (["generate", "A", "--prompt", "p", "--repetition-penalty", "inf"], ["--repetition-penalty", "finite"]),
+    (["generate", "A", "--prompt", "p", "--repetition-penalty", "0"], ["repetition_penalty", "> 0"]),
+    (["generate", "A", "--prompt", "p", "--top-p", "nan"], ["--top-p", "finite"]),
+    (["generate", "A", "--prompt", "p", "--top-p", "1.5"], ["top_p"]),
+    (["generate", "A", "--prompt", "p", "--seed", str(2**70)], ["--seed", "0..4294967295"]),
+    (["generate", "A", "--prompt", "p", "--seed", "-1"], ["--seed"]),
+    (["generate", "A", "--prompt", "p", "--max-new-tokens", "0"], ["--max-new-tokens", "positive"]),
+    (["generate", "A", "--prompt", "p", "--top-k", "-3"], ["--top-k"]),
+    (["build", "M", "--max-seq", "0"], ["--max-seq", "positive"]),
+    (["build", "M", "--max-seq", "-5"], ["--max-seq", "positive"]),
+    (["build", "M", "--dim", "=3"], ["--dim expects name=integer"]),
+    (["build", "M", "--dim", "n=-1"], ["--dim expects name=integer"]),
+    (["build", "M", "--demo", "chat"], ["--demo needs --web"]),
+    (["build", "M", "--report", "/nonexistent/r.json"], ["--report", "/nonexistent", "does not exist"]),
+    (["build", "M", "-o", "/proc/version/x.wi"], ["-o", "not a folder"]),
+    (["serve", ".", "--port", "70000"], ["--port", "0-65535"]),
+    (["serve", ".", "--port", "x"], ["--port", "integer"]),
+    (["bogus"], ["invalid choice"]),
+])
+def test_arguments_checked_before_work(args, words, artifact, tmp_path):
+    """Each bad flag is refused before the model or artifact is even opened (A and M do not exist)."""
+    model = _small_model(str(tmp_path / "m.onnx"))
+    args = [model if a == "M" else str(tmp_path / "missing.wi") if a == "A" else a for a in args]
+    rc, out, err = _cli(*args, cwd=tmp_path)
+    _assert_one_line_error(rc, err, *words)
+    assert rc == 2 and out == ""
+    assert not any(p.suffix == ".wi" for p in tmp_path.iterdir())
+
+
+def test_dim_names_must_exist(artifact, tmp_path):
+    src = _small_model(str(tmp_path / "m.onnx"))
+    rc, _, err = _cli("build", src, "-o", str(tmp_path / "o.wi"), "--dim", "nosuch=3")
+    _assert_one_line_error(rc, err, "--dim nosuch", "its symbolic dims: n")
+    rc, _, err = _cli("inspect", artifact, "--dim", "nosuch=3")
+    _assert_one_line_error(rc, err, "--dim nosuch", "its symbolic dims: n")
+    with pytest.raises(WebinferError, match="no symbolic dim named 'batch'"):
+        build(src, str(tmp_path / "p.wi"), dims={"batch": 1})
+    with pytest.raises(WebinferError, match="max-seq"):
+        build(src, str(tmp_path / "p.wi"), max_seq=0)
+
+
+def test_sampling_options_checked_by_the_api():
+    from webinfer.llm.generate import check_options
+
+    good = {"max_new_tokens": 4, "temperature": 0.7, "top_k": 5, "top_p": 0.9, "repetition_penalty": 1.1, "seed": 7}
+    check_options(**good)
+    for key, bad in [("temperature", float("nan")), ("temperature", float("inf")), ("temperature", -1.0),
+                     ("top_p", float("nan")), ("repetition_penalty", float("nan")),
+                     ("repetition_penalty", float("inf")), ("seed", 2**70), ("seed", -1), ("max_new_tokens", 0),
+                     ("top_k", 1.5)]:
+        with pytest.raises(WebinferError, match=key):
+            check_options(**{**good, key: bad})
+
+
+def test_run_output_paths(artifact, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 4), np.float32))
+    feed = f"x={tmp_path / 'x.npy'}"
+    rc, out, err = _cli("run", artifact, "--input", feed, "--output", "/nonexistent/o.npz")
+    _assert_one_line_error(rc, err, "--output", "/nonexistent")
+    assert "ran in" not in out  # refused before the run
+    (tmp_path / "outdir").mkdir()
+    rc, out, err = _cli("run", artifact, "--input", feed, "--output", str(tmp_path / "outdir"))
+    _assert_one_line_error(rc, err, "--output", "is a folder")
+    rc, out, err = _cli("run", artifact, "--input", feed, "--output", str(tmp_path / "outdir" / "res"))
+    assert rc == 0, err
+    assert f"wrote {tmp_path / 'outdir' / 'res.npz'}" in out
+    np.testing.assert_array_equal(np.load(tmp_path / "outdir" / "res.npz")["y"], np.ones((2, 4)) + np.arange(4))

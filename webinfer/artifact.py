@@ -17,7 +17,9 @@ from .errors import WebinferError
 FORMAT = "webinfer-artifact"
 VERSION = 1
 SHARD_BYTES = 16 * 1024 * 1024
-_SAFE_PATH = re.compile(r"^(shaders|weights|assets)/[A-Za-z0-9_.-]+$")
+_SAFE_PATH = re.compile(r"^(shaders|weights|assets)/(?!\.\.?$)[A-Za-z0-9_.-]+$")
+MANIFEST = "manifest.json"
+MANIFEST_SHA = "manifest.sha256"
 
 
 def sha256(data: bytes) -> str:
@@ -84,15 +86,15 @@ class ArtifactWriter:
 
     def _clear_target(self) -> None:
         """Rebuilding over an old artifact replaces it; any other non-empty folder is left alone."""
-        if not os.path.isdir(self.path) or not os.listdir(self.path):
+        check_replaceable(self.path)
+        if not os.path.isfile(os.path.join(self.path, MANIFEST)):
             return
-        if not os.path.isfile(os.path.join(self.path, "manifest.json")):
-            raise WebinferError(f"{self.path} exists and is not a webinfer artifact; refusing to overwrite it")
-        import shutil
-
+        for rel in _named_files(self.path):
+            os.remove(os.path.join(self.path, rel))
         for sub in ("shaders", "weights", "assets"):
-            shutil.rmtree(os.path.join(self.path, sub), ignore_errors=True)
-        os.remove(os.path.join(self.path, "manifest.json"))
+            folder = os.path.join(self.path, sub)
+            if os.path.isdir(folder) and not os.path.islink(folder) and not os.listdir(folder):
+                os.rmdir(folder)
 
     def _write_file(self, rel: str, data: bytes) -> dict:
         if rel.startswith("assets/"):
@@ -100,6 +102,44 @@ class ArtifactWriter:
         with open(os.path.join(self.path, rel), "wb") as f:
             f.write(data)
         return {"file": rel, "bytes": len(data), "sha256": sha256(data)}
+
+
+def check_replaceable(path: str) -> None:
+    """``path`` may be (re)written as an artifact: it is missing, empty, or holds a webinfer artifact (its
+    manifest parses as one). Anything else belongs to someone else and is never cleared."""
+    if not os.path.isdir(path) or not os.listdir(path):
+        return
+    mpath = os.path.join(path, MANIFEST)
+    if not os.path.isfile(mpath):
+        raise WebinferError(f"{path} exists and is not a webinfer artifact; refusing to overwrite it")
+    try:
+        with open(mpath, "rb") as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise WebinferError(f"{path} holds a manifest.json that is not a webinfer artifact's; "
+                            "refusing to overwrite it")
+    for sub in ("shaders", "weights", "assets"):
+        if os.path.islink(os.path.join(path, sub)):
+            raise WebinferError(f"{path}/{sub} is a symbolic link; refusing to overwrite the artifact")
+
+
+def _named_files(path: str) -> list[str]:
+    """The files an old artifact's manifest names (its own files, inside its folder), and the manifest."""
+    with open(os.path.join(path, MANIFEST), "rb") as f:
+        manifest = json.loads(f.read())
+    names = [e.get("file") for g in ("shaders", "shards") for e in _list(manifest.get(g)) if isinstance(e, dict)]
+    assets = manifest.get("assets")
+    names += list(assets) if isinstance(assets, dict) else []
+    names = [n for n in names if isinstance(n, str) and _SAFE_PATH.match(n)]
+    names += [MANIFEST, MANIFEST_SHA]
+    return [n for n in dict.fromkeys(names)
+            if os.path.lexists(os.path.join(path, n)) and not os.path.isdir(os.path.join(path, n))]
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 class Artifact:
@@ -125,7 +165,7 @@ class Artifact:
     def read(self, entry: dict) -> bytes:
         """Read one file named by the manifest, checking its size and sha256."""
         rel = entry["file"]
-        full = os.path.join(self.path, rel)
+        full = self.file_path(rel)
         try:
             with open(full, "rb") as f:
                 data = f.read()
@@ -133,6 +173,24 @@ class Artifact:
             raise WebinferError(f"{full}: file named by the manifest is missing") from None
         verify(entry, data, full)
         return data
+
+    def file_path(self, rel: str) -> str:
+        """The full path of a file the manifest names; a symbolic link leading out of the artifact is refused."""
+        full = os.path.join(self.path, rel)
+        root = os.path.realpath(self.path)
+        if os.path.commonpath([root, os.path.realpath(full)]) != root:
+            raise WebinferError(f"{full}: leads out of the artifact (symbolic link); refused")
+        return full
+
+    def files(self) -> list[str]:
+        """Every file that makes up the artifact (relative paths): the manifest and the files it names."""
+        m = self.manifest
+        named = [e["file"] for e in m["shaders"]] + [e["file"] for e in m["shards"]] + list(m.get("assets", {}))
+        extra = [MANIFEST_SHA] if os.path.isfile(os.path.join(self.path, MANIFEST_SHA)) else []
+        files = [MANIFEST, *extra, *named]
+        for rel in files:
+            self.file_path(rel)
+        return files
 
     def shader_sources(self) -> list[str]:
         return [self.read(e).decode() for e in self.manifest["shaders"]]

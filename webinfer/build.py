@@ -19,6 +19,7 @@ from .dtypes import dtype as get_dtype
 from .errors import WebinferError
 from .graph import llm
 from .graph.importer import import_model
+from .graph.model_checks import check_dim_names
 from .graph.optimize import optimize as optimize_graph
 from .graph.quantize import FORMATS as quantize_formats
 from .graph.quantize import rewrite as quantize_rewrite
@@ -43,11 +44,17 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     t0 = time.perf_counter()
     options = as_options(target, limits)
     ir_model = import_model(model)
+    check_dim_names(ir_model, dims)
     check_supported(ir_model, constant_inputs=input_values or ())
+    if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
+        raise WebinferError(f"--max-seq must be a positive integer, got {max_seq!r}")
     try:
         rewrites = llm.generation_rewrites(ir_model, max_seq) if generation else None
     except ValueError as e:
         raise WebinferError(str(e)) from None
+    if max_seq is not None and generation and not rewrites:
+        raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
+                            "has none")
     if quantize not in (None, *quantize_formats):
         raise WebinferError(f"--quantize {quantize!r}: choose from {', '.join(quantize_formats)}")
     weight_rewrites = quantize_rewrite(quantize)

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 
+from .artifact import Artifact
 from .errors import WebinferError
 from .web import PACKAGE_DIR, PYODIDE_VERSION, browser_wheel, copy_pyodide, pyodide_dir
 
@@ -94,8 +95,9 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     name = demo or "model"
     if name not in DEMOS:
         raise WebinferError(f"unknown demo {demo!r} (choose from {', '.join(sorted(DEMOS))})")
-    if not os.path.isfile(os.path.join(artifact_dir, "manifest.json")):
-        raise WebinferError(f"{artifact_dir}: not a webinfer artifact (no manifest.json)")
+    art = Artifact.load(artifact_dir)
+    art_files = art.files()  # checked before anything is written
+    check_site_paths(artifact_dir, out_dir)
     for f in files or []:
         if not os.path.isfile(f):
             raise WebinferError(f"{f}: no such file to bundle")
@@ -124,7 +126,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
             shutil.copyfile(os.path.join(src, fname), os.path.join(page, fname))
     for f in files or []:
         shutil.copyfile(f, os.path.join(page, os.path.basename(f)))
-    shutil.copytree(artifact_dir, os.path.join(page, "artifact"), copy_function=_link_or_copy)
+    _copy_artifact(art, art_files, os.path.join(page, "artifact"))
 
     site["pages"] = [p for p in site["pages"] if p["path"] != name] + [{"path": name, "title": title,
                                                                        "blurb": blurb}]
@@ -136,6 +138,38 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     with open(os.path.join(out_dir, "index.html"), "w", encoding="utf-8") as f:
         f.write(index)
     return page
+
+
+def check_site_paths(artifact_dir: str, out_dir: str) -> None:
+    """The site folder may be written: it is missing, empty or a webinfer site (bundling replaces its pages,
+    wheels and assets, which must never be someone else's files), and it is not nested with the artifact
+    (a site inside its artifact would copy itself forever; an artifact inside the site could be replaced by
+    the page it is copied into)."""
+    src, dst = os.path.realpath(artifact_dir), os.path.realpath(out_dir)
+    if os.path.commonpath([src, dst]) == src:
+        raise WebinferError(f"the site {out_dir} would be inside the artifact {artifact_dir}; choose another -o")
+    if os.path.commonpath([src, dst]) == dst:
+        raise WebinferError(f"the artifact {artifact_dir} is inside the site {out_dir}; choose another -o")
+    if os.path.isdir(out_dir) and os.listdir(out_dir) and not _is_site(out_dir):
+        raise WebinferError(f"{out_dir} is not empty and not a webinfer site (no site.json); refusing to write "
+                            "into it")
+
+
+def _is_site(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "site.json"), "rb") as f:
+            site = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(site, dict) and isinstance(site.get("pages"), list)
+
+
+def _copy_artifact(art: Artifact, files: list[str], dst: str) -> None:
+    """Only the files the manifest names (each inside the artifact, checked by ``Artifact.file_path``):
+    nothing else in the folder, and nothing a symbolic link points to outside it, is published."""
+    for rel in files:
+        os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+        _link_or_copy(os.path.realpath(art.file_path(rel)), os.path.join(dst, rel))
 
 
 def _link_or_copy(src: str, dst: str) -> None:

@@ -11,25 +11,55 @@ import os
 import sys
 import time
 
+from . import cli_args as A
 from .errors import WebinferError
 
 
 def _parse_dims(items) -> dict:
+    """``--dim name=value`` flags -> {name: value}; the names are checked against the model by its loader."""
     dims = {}
     for item in items or []:
         name, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit():
+        if not sep or not name.strip() or not value.strip().isdigit():
             raise WebinferError(f"--dim expects name=integer, got {item!r}")
+        if name in dims:
+            raise WebinferError(f"--dim {name} is given twice")
         dims[name] = int(value)
     return dims
+
+
+def _check_build_args(args, out: str) -> None:
+    """Everything about the build's flags that can be known before importing the model."""
+    from .artifact import check_replaceable
+
+    A.check_output_folder(out, "-o")
+    check_replaceable(out)
+    for path, flag in ((args.report, "--report"), (args.save_optimized, "--save-optimized")):
+        if path:
+            A.check_output_file(path, flag)
+    if not args.web and (args.demo or args.web_file):
+        raise WebinferError(f"{'--demo' if args.demo else '--web-file'} needs --web SITE")
+    if args.web:
+        _check_bundle_args(out, args.web, args.demo, args.web_file, "--web")
+
+
+def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") -> None:
+    from .bundle import DEMOS, check_site_paths
+
+    if demo is not None and demo not in DEMOS:
+        raise WebinferError(f"unknown demo {demo!r} (choose from {', '.join(sorted(DEMOS))})")
+    for f in files or []:
+        if not os.path.isfile(f):
+            raise WebinferError(f"{f}: no such file to bundle")
+    A.check_output_folder(site, flag)
+    check_site_paths(artifact, site)
 
 
 def cmd_build(args) -> int:
     from .build import build
 
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise WebinferError(f"{out} exists and is not a directory")
+    _check_build_args(args, out)
     if args.web:  # find Pyodide before a long build, not after
         from .bundle import resolve_pyodide
 
@@ -65,6 +95,7 @@ def _bundle(artifact: str, site: str, demo, files, args) -> None:
 
 
 def cmd_bundle(args) -> int:
+    _check_bundle_args(args.artifact, args.output, args.demo, args.file)
     _bundle(args.artifact, args.output, args.demo, args.file, args)
     return 0
 
@@ -95,8 +126,9 @@ def cmd_run(args) -> int:
 
     from .runtime.inference import InferenceSession
 
-    session = InferenceSession(args.artifact)
+    out = _npz_path(args.output)
     feeds = dict(_load_feed(s) for s in args.input or [])
+    session = InferenceSession(args.artifact)
     t0 = time.perf_counter()
     names = [o.name for o in session.get_outputs()]
     outputs = session.run(names, feeds)
@@ -106,10 +138,21 @@ def cmd_run(args) -> int:
         head = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat[:6])
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
     print(f"ran in {ms:.1f} ms on {session.device.adapter_name}")
-    if args.output:
-        np.savez(args.output, **dict(zip(names, outputs)))
-        print(f"wrote {args.output}")
+    if out:
+        np.savez(out, **dict(zip(names, outputs)))
+        print(f"wrote {out}")
     return 0
+
+
+def _npz_path(path: str | None) -> str | None:
+    """``run --output``: numpy adds ``.npz`` to a name without it; say (and check) the name really written."""
+    if path is None:
+        return None
+    if os.path.isdir(path):
+        raise WebinferError(f"--output {path}: is a folder; give a file name such as {os.path.join(path, 'out.npz')}")
+    out = path if path.endswith(".npz") else path + ".npz"
+    A.check_output_file(out, "--output")
+    return out
 
 
 def cmd_inspect(args) -> int:
@@ -131,12 +174,13 @@ def cmd_serve(args) -> int:
 def cmd_generate(args) -> int:
     import json
 
-    from .llm.generate import Generator
+    from .llm.generate import Generator, check_options
 
+    opts = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_k": args.top_k,
+            "top_p": args.top_p, "repetition_penalty": args.repetition_penalty, "seed": args.seed}
+    check_options(**opts)
     gen = Generator.load(args.artifact)
-    opts = {"chat": args.chat, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-            "top_k": args.top_k, "top_p": args.top_p, "repetition_penalty": args.repetition_penalty,
-            "seed": args.seed}
+    opts["chat"] = args.chat
     try:
         for tok in gen.generate(args.prompt, **opts):
             if not args.json:
@@ -174,7 +218,7 @@ def cmd_bench(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
+    p = A.WebinferParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile model.onnx into an artifact directory")
     b.add_argument("model")
@@ -189,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")
     b.add_argument("--report", metavar="REPORT.json",
                    help="write nodes, kernels, planned/naive activation bytes, weight bytes and passes")
-    b.add_argument("--max-seq", type=int, metavar="N",
+    b.add_argument("--max-seq", type=A.positive_int, metavar="N",
                    help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
     b.add_argument("--quantize", choices=["int8", "int4"],
                    help="weight-only quantization of MatMul/Gemm weights and embedding tables (blocks of 32)")
@@ -209,12 +253,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("artifact")
     g.add_argument("--prompt", required=True)
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=0.0, help="0 (the default) is greedy")
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--repetition-penalty", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--max-new-tokens", type=A.positive_int, default=64)
+    g.add_argument("--temperature", type=A.finite_float, default=0.0, help="0 (the default) is greedy")
+    g.add_argument("--top-k", type=A.non_negative_int, default=0, help="0 (the default) turns it off")
+    g.add_argument("--top-p", type=A.finite_float, default=1.0, help="in (0, 1]; 1 (the default) turns it off")
+    g.add_argument("--repetition-penalty", type=A.finite_float, default=1.0, help="> 0; 1 (the default) is none")
+    g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
@@ -228,7 +272,7 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_inspect)
     s = sub.add_parser("serve", help="serve a static site on 127.0.0.1")
     s.add_argument("directory")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--port", type=A.port, default=8000, help="0: any free port")
     s.set_defaults(fn=cmd_serve)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
     c.add_argument("--quick", action="store_true", help="fewer repetitions (under 10 minutes on 2 CPU cores)")

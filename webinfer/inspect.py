@@ -71,6 +71,10 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
     from .report import build_report, report_table
 
     m = Artifact.load(path).manifest
+    for name in dim_values or {}:
+        if name not in m.get("dims", []):
+            raise WebinferError(f"--dim {name}: the artifact has no symbolic dim named {name!r} (its symbolic dims: "
+                                f"{', '.join(m.get('dims', [])) or 'none'})")
     tensors = m["tensors"]
 
     def desc(io):
@@ -96,5 +100,7 @@ def inspect_path(path: str, dim_values: dict | None = None) -> str:
     if os.path.isdir(path):
         return inspect_artifact(path, dim_values)
     if os.path.isfile(path):
+        if dim_values:
+            raise WebinferError("--dim evaluates an artifact's symbolic dims; build the model first")
         return inspect_onnx(path)
     raise WebinferError(f"{path}: no such file or directory")

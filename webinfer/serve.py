@@ -9,7 +9,10 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import sys
 import threading
+import urllib.parse
+from http import HTTPStatus
 
 HOST = "127.0.0.1"
 
@@ -44,10 +47,37 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     """SimpleHTTPRequestHandler with fixed MIME types, cache headers and quiet logs."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+    # A request line without a version would be answered as HTTP/0.9 (a body with no status line): reply to
+    # garbage with a real "HTTP/1.0 400" instead.
+    default_request_version = "HTTP/1.0"
     quiet = True
 
+    def send_head(self):
+        """Files only, and only inside the site: a NUL or undecodable path is a bad request (400); a folder
+        without index.html, or a symbolic link leading out of the site, is not found (404)."""
+        raw = self.path.split("?", 1)[0].split("#", 1)[0]
+        try:
+            path = urllib.parse.unquote(raw, errors="strict")
+        except UnicodeDecodeError:
+            path = None
+        if path is None or "\0" in path:
+            self.send_error(HTTPStatus.BAD_REQUEST, "Bad request path")
+            return None
+        full = self.translate_path(self.path)
+        if os.path.isdir(full):
+            full = os.path.join(full, "index.html")
+        root = os.path.realpath(self.directory)
+        if os.path.commonpath([root, os.path.realpath(full)]) != root:
+            self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+            return None
+        return super().send_head()
+
+    def list_directory(self, path):
+        self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+        return None
+
     def end_headers(self) -> None:
-        path = self.path.split("?", 1)[0].lstrip("/")
+        path = getattr(self, "path", "").split("?", 1)[0].lstrip("/")
         if path.startswith(_IMMUTABLE_DIRS):
             self.send_header("Cache-Control", "public, max-age=86400")
         else:
@@ -63,13 +93,24 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    quiet = True
+
+    def handle_error(self, request, client_address) -> None:
+        """One log line per failed request (typically a client that hung up), never a traceback."""
+        if not self.quiet:
+            exc = sys.exc_info()[1]
+            print(f"{client_address[0]} - request failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
 def make_server(directory: str, port: int = 0, quiet: bool = True) -> http.server.ThreadingHTTPServer:
     """A server for ``directory`` on 127.0.0.1 (port 0: a free one; read it from ``server.server_port``)."""
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{directory}: no such directory to serve")
     handler = functools.partial(type("_Handler", (Handler,), {"quiet": quiet}), directory=os.path.abspath(directory))
-    server = http.server.ThreadingHTTPServer((HOST, port), handler)
-    server.daemon_threads = True
+    server = _Server((HOST, port), handler)
+    server.quiet = quiet
     return server
 
 

@@ -9,6 +9,7 @@ import onnx_ir as ir
 from onnx.external_data_helper import uses_external_data
 
 from ..errors import WebinferError
+from .model_checks import check_model
 
 MIN_OPSET = 13
 
@@ -23,6 +24,7 @@ def load_proto(path: str) -> onnx.ModelProto:
     if model.ir_version == 0 or not model.HasField("graph") or not model.graph.output:
         raise WebinferError(f"{path}: not a valid ONNX model (no graph or no outputs)")
     load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    check_model(model, path)
     return model
 
 
@@ -73,5 +75,9 @@ def to_ir(model: onnx.ModelProto) -> ir.Model:
 
 def import_model(model) -> ir.Model:
     """Path or ModelProto -> onnx-ir model at opset >= 13 where the converter can do it."""
-    proto = load_proto(model) if isinstance(model, (str, os.PathLike)) else model
+    if isinstance(model, (str, os.PathLike)):
+        proto = load_proto(model)
+    else:
+        proto = model
+        check_model(proto, "model")
     return to_ir(upgrade_opset(proto))

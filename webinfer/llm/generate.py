@@ -14,6 +14,8 @@ pure-Python tokenizer gives the same ids, and is what runs in the browser).
 
 from __future__ import annotations
 
+import math
+import operator
 import struct
 import time
 from array import array
@@ -92,7 +94,7 @@ class Generator:
                         stop_at_eos: bool = True, system: str | None = None):
         """Async iterator of Tokens. ``prompt`` is text (or a list of token ids)."""
         ids = list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt, chat, system)
-        _check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
+        check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
         if not ids:
             raise WebinferError("the prompt is empty")
         if len(ids) + max_new_tokens > self.max_seq:
@@ -161,17 +163,29 @@ class Generator:
         return self.core.launch(["next_token"], feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
 
 
-def _check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty) -> None:
-    if max_new_tokens < 1:
+def check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed=0) -> None:
+    """Sampling settings the GPU sampler can honour (NaN fails every comparison, so each test is written
+    to fail on it)."""
+    if not _int_in(max_new_tokens, 1, None):
         raise WebinferError("max_new_tokens must be at least 1")
-    if temperature < 0:
-        raise WebinferError("temperature must be >= 0 (0 is greedy)")
-    if top_k < 0:
-        raise WebinferError("top_k must be >= 0 (0 turns it off)")
-    if not 0.0 < top_p <= 1.0:
-        raise WebinferError("top_p must be in (0, 1]")
-    if repetition_penalty <= 0:
-        raise WebinferError("repetition_penalty must be > 0")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise WebinferError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature}")
+    if not _int_in(top_k, 0, 2**24 - 1):
+        raise WebinferError(f"top_k must be an integer >= 0 (0 turns it off), got {top_k}")
+    if not (math.isfinite(top_p) and 0.0 < top_p <= 1.0):
+        raise WebinferError(f"top_p must be in (0, 1], got {top_p}")
+    if not (math.isfinite(repetition_penalty) and repetition_penalty > 0):
+        raise WebinferError(f"repetition_penalty must be a finite number > 0, got {repetition_penalty}")
+    if not _int_in(seed, 0, 2**32 - 1):
+        raise WebinferError(f"seed must be an integer in 0..{2**32 - 1} (the sampler's seed is 32 bits), got {seed}")
+
+
+def _int_in(value, lo: int, hi: int | None) -> bool:
+    try:
+        value = operator.index(value)
+    except TypeError:
+        return False
+    return lo <= value and (hi is None or value <= hi)
 
 
 def _assets(manifest: dict, read) -> tuple[str, str | None]:

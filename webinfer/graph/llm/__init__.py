@@ -23,7 +23,7 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
     """The rewrites for a decoder with a KV cache, or None when the model has none."""
     if not kv_cache.is_kv_model(model):
         return None
-    max_seq = int(max_seq or DEFAULT_MAX_SEQ)
+    max_seq = DEFAULT_MAX_SEQ if max_seq is None else int(max_seq)
     if max_seq < 1:
         raise ValueError("--max-seq must be at least 1")
     return {

@@ -3,7 +3,7 @@
 import numpy as np
 import onnx
 import pytest
-from oprefs import check_node
+from oprefs import TARGETS, check_node
 
 from webinfer.codegen.kernels import reduce as R
 
@@ -31,10 +31,29 @@ def test_softmax_large_values_and_default_axis():
 
 @pytest.mark.parametrize("mode", ["loop", "wg"])
 def test_softmax_long_rows(monkeypatch, mode):
-    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n, kclass: mode)
     for op in ["Softmax", "LogSoftmax", "Hardmax"]:
         check_node(op, {"x": f32((3, 700))}, axis=-1)
     check_node("LayerNormalization", {"x": f32((2, 600))}, initializers={"s": f32((600,)), "b": f32((600,))})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_norms_per_class(target):
+    """Softmax family and the normalizations on rows long enough for the GPU class's workgroup-per-row
+    kernel (one row: 256 invocations; several: 64), subgroup partials under gpu-subgroups."""
+    for op in ["Softmax", "LogSoftmax", "Hardmax"]:
+        check_node(op, {"x": f32((3, 700))}, axis=-1, target=target)
+        check_node(op, {"x": f32((1, 45))}, axis=-1, target=target)
+        check_node(op, {"x": f32((4, 40, 3))}, axis=1, opset=13, target=target)
+    check_node("LayerNormalization", {"x": f32((2, 600))}, n_outputs=3, initializers={"s": f32((600,)),
+               "b": f32((600,))}, rtol=1e-4, atol=1e-4, target=target)
+    check_node("RMSNormalization", {"x": f32((5, 576))}, initializers={"s": f32((576,))}, opset=23,
+               rtol=1e-4, atol=1e-4, target=target)
+    check_node("InstanceNormalization", {"x": f32((2, 3, 8, 9))}, initializers={"s": f32((3,)), "b": f32((3,))},
+               rtol=1e-4, atol=1e-4, target=target)
+    check_node("GroupNormalization", {"x": f32((2, 6, 7, 8))}, initializers={"s": f32((6,)), "b": f32((6,))},
+               num_groups=3, opset=21, rtol=1e-4, atol=1e-4, target=target)
+    check_node("LpNormalization", {"x": f32((3, 100))}, axis=-1, target=target)
 
 
 @pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 4), 1), ((2, 3, 4), -1), ((2, 3, 4), 0), ((5, 1), 1)])
@@ -94,7 +113,7 @@ def test_symbolic_dims(monkeypatch, mode):
     from onnx import helper
     from oprefs import check_model
 
-    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n, kclass: mode)
     s, b = f32((8,)), f32((8,))
     nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["ln"]),
              helper.make_node("Softmax", ["x"], ["sm"], axis=0),
@@ -115,7 +134,7 @@ def test_wg_mode_is_a_workgroup_reduction(monkeypatch):
     seen = []
     real = emit.render
     monkeypatch.setattr(emit, "render", lambda *a, **k: seen.append(real(*a, **k)[0]) or real(*a, **k))
-    monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n, kclass: "wg")
     check_node("Softmax", {"x": f32((2, 40))})
     assert any("workgroupBarrier" in w for w in seen)
 

@@ -3,7 +3,7 @@ empty axes, size-1 dims, both kernel modes (loop per row and workgroup per row).
 
 import numpy as np
 import pytest
-from oprefs import check_node
+from oprefs import TARGETS, check_node
 
 from webinfer.codegen.kernels import reduce as R
 
@@ -64,10 +64,27 @@ def test_noop_with_empty_axes():
 @pytest.mark.parametrize("shape,axes", [((2, 1000), [1]), ((3, 600, 2), [1]), ((1, 700), [0, 1]), ((4, 300), [1])])
 @pytest.mark.parametrize("mode", ["loop", "wg"])
 def test_long_rows_both_modes(monkeypatch, shape, axes, mode):
-    monkeypatch.setattr(R, "choose_mode", lambda rows, n: mode)
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n, kclass: mode)
     x = f32(shape)
     for op in ["ReduceSum", "ReduceMax", "ReduceLogSumExp"]:
         check_node(op, {"x": x}, initializers={"axes": np.array(axes, np.int64)}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape,axes", [((5, 100), [1]), ((3, 70, 2), [1]), ((1, 1000), [1]), ((40, 3), [0])])
+def test_row_reductions_per_class(target, shape, axes):
+    """Every statistic (sum, max, min, product, arg index) on rows long enough for the GPU class's
+    workgroup-per-row kernel (subgroup partials under gpu-subgroups) and across strided rows."""
+    inits = {"axes": np.array(axes, np.int64)}
+    for op in OPS:
+        check_node(op, {"x": _data(op, shape)}, initializers=inits, rtol=1e-4, atol=1e-4, target=target)
+    for op in ("ArgMax", "ArgMin"):
+        check_node(op, {"x": rng.integers(0, 5, size=shape).astype(np.float32)}, axis=axes[0], target=target,
+                   select_last_index=int(op == "ArgMin"))
+    ints = rng.integers(-9, 9, size=shape).astype(np.int64)
+    for op in ("ReduceSum", "ReduceMax", "ReduceMin"):
+        check_node(op, {"x": ints}, initializers=inits, target=target)
+    check_node("ReduceMax", {"x": rng.random(shape) > 0.9}, initializers=inits, opset=20, target=target)
 
 
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
@@ -81,7 +98,7 @@ def test_arg(op, axis, keepdims, last):
 
 def test_arg_int_and_long_rows(monkeypatch):
     check_node("ArgMax", {"x": rng.integers(-9, 9, size=(4, 6)).astype(np.int64)}, axis=1)
-    monkeypatch.setattr(R, "choose_mode", lambda rows, n: "wg")
+    monkeypatch.setattr(R, "choose_mode", lambda rows, n, kclass: "wg")
     check_node("ArgMin", {"x": f32((3, 1000))}, axis=1)
     check_node("ArgMax", {"x": rng.integers(0, 3, size=(2, 700)).astype(np.float32)}, axis=1, select_last_index=1)
 

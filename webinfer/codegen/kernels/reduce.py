@@ -24,6 +24,12 @@ _HIGHEST = {"f32": POS_INF, "i32": "2147483647i", "u32": "4294967295u"}
 WG_MIN_ROW = 4096
 WG_MAX_ROWS = 2
 WG_SIZE = 128
+# Real GPUs (onnxruntime's Softmax/LayerNorm, llama.cpp's row_norm, TVM): one workgroup per row from short
+# rows on, 64 invocations (256 for a single row), statistics reduced in workgroup memory or by subgroups.
+GPU_WG_MIN_ROW = 32
+GPU_WG_SIZE, GPU_WG_SIZE_ONE_ROW = 64, 256
+_SUBGROUP_OPS = {"{a} + {b}": "subgroupAdd", "max({a}, {b})": "subgroupMax", "min({a}, {b})": "subgroupMin",
+                 "{a} * {b}": "subgroupMul"}
 
 
 @dataclass
@@ -36,6 +42,11 @@ class Stat:
     combine: str
     map: str = "v"
     final: str = "{a}"
+
+    @property
+    def subgroup(self) -> str | None:
+        """The subgroup built-in computing ``combine`` across a subgroup, if there is one."""
+        return _SUBGROUP_OPS.get(self.combine)
 
 
 def sum_stat(t: str, m: str = "v", final: str = "{a}") -> Stat:
@@ -69,8 +80,11 @@ def split_axes(shape, axes) -> tuple[list, list]:
     return kept, red or [(1, 0)]
 
 
-def choose_mode(rows, n) -> str:
-    """Loop per row unless rows are long and few enough that a workgroup per row pays for its barriers."""
+def choose_mode(rows, n, kclass) -> str:
+    """Loop per row unless rows are long and few enough that a workgroup per row pays for its barriers
+    (software GPUs), or unless rows are short (GPU class: a workgroup per row otherwise)."""
+    if kclass.workgroup_memory:
+        return "loop" if isinstance(n, int) and n < GPU_WG_MIN_ROW else "wg"
     if isinstance(n, int) and isinstance(rows, int) and n >= WG_MIN_ROW and rows <= WG_MAX_ROWS:
         return "wg"
     return "loop"
@@ -83,7 +97,7 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
     kept, red = split_axes(x.shape if shape is None else shape, set(axes))
     rows = D.product([k for k, _ in kept])
     n = D.product([r for r, _ in red])
-    mode = mode or ("loop" if scan else choose_mode(rows, n))
+    mode = mode or ("loop" if scan else choose_mode(rows, n, ctx.kclass))
     params: dict = {"rows": rows, "R": n, "n_R": n}
     for i, (size, stride) in enumerate(kept):
         params[f"k{i}"], params[f"ks{i}"] = size, stride
@@ -98,10 +112,13 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
     names = ["R", *(named or {})]
     tctx = dict(stats=stats, kept=kept, reduced=red, mode=mode, named=names, helpers=list(helpers),
                 row_outs=[(v, e) for v, _, e in row_outs], elem_out=elem_out[1] if elem_out else None,
-                scan=scan)
+                scan=scan, subgroups=ctx.kclass.use_subgroups)
     if mode == "wg":
         grid = (D.dmin(rows, 65535), D.ceildiv(rows, 65535), 1)
-        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, grid=grid, params=params, wg=WG_SIZE, **tctx)
+        wg = WG_SIZE
+        if ctx.kclass.workgroup_memory:
+            wg = GPU_WG_SIZE_ONE_ROW if rows == 1 else GPU_WG_SIZE
+        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, grid=grid, params=params, wg=wg, **tctx)
     else:
         ctx.dispatch("reduce.wgsl.j2", all_reads, writes, work=rows, params=params, wg=64, **tctx)
 

@@ -51,7 +51,8 @@ class KernelClass:
     features: tuple[str, ...] = ()
     matmul: Tiling = Tiling()  # f32 operands that allow vec4 loads
     matmul_scalar: Tiling = Tiling(vec=False)  # the others (odd K or N, integer operands)
-    attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory)
+    attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
+    # "flash" (K/V tiles in workgroup memory for prefill, split-K blocks + merge for decode)
     workgroup_memory: bool = False  # prefer kernels that stage data in workgroup memory (and barriers)
     use_f16: bool = False  # f16 storage and arithmetic of activations (f32 accumulation); needs shader-f16
     use_subgroups: bool = False  # subgroup reductions; needs subgroups
@@ -81,7 +82,7 @@ GPU = KernelClass(
     adapter_types=("integrated", "discrete", "virtual", "unknown"),
     matmul=GPU_TILING,
     matmul_scalar=GPU_TILING,
-    attention="workgroup",
+    attention="flash",
     workgroup_memory=True,
 )
 # The same kernels with their reductions done by subgroup operations where the adapter has them.

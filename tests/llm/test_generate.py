@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import random
+import struct
 import subprocess
 import sys
 
 import pytest
+from oprefs import TARGETS
 
 import webinfer
 from demos.recipes.smollm2 import ort_greedy
 from webinfer.errors import WebinferError
 from webinfer.llm.generate import Generator
+from webinfer.runtime.session import run_sync
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +75,46 @@ def test_long_prefill_matches_onnxruntime(tiny_llama_dir, tiny_wi, tiny_gen, tin
     want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 4)
     got = [t.id for t in gen.generate(prompt, max_new_tokens=4, stop_at_eos=False)]
     assert got == want
+
+
+_GENS: dict = {}
+
+
+def _gen_for(tiny_llama_dir, tmp_path_factory, target: str) -> Generator:
+    if target not in _GENS:
+        out = tmp_path_factory.mktemp(f"tiny-{target}") / "tiny.wi"
+        webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=600, target=target)
+        _GENS[target] = Generator.load(str(out))
+    return _GENS[target]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_logits_match_onnxruntime_per_class(tiny_llama_dir, tmp_path_factory, target):
+    """Each class's attention kernels (software: registers only; gpu: flash prefill with K/V tiles in workgroup
+    memory, split-K decode blocks of 256 keys then a merge; gpu-subgroups: the same with subgroup reductions)
+    give onnxruntime's last-position logits, prefill (300 tokens: many tiles and query blocks) then decode
+    steps across a block boundary. onnxruntime runs the whole prefix each time, without a cache."""
+    import numpy as np
+    import onnxruntime as ort
+
+    gen = _gen_for(tiny_llama_dir, tmp_path_factory, target)
+    ref = ort.InferenceSession(str(tiny_llama_dir / "model.onnx"), providers=["CPUExecutionProvider"])
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+            for i in ref.get_inputs() if i.name.startswith("past_key_values.")}
+    ids = _ids(300, 11)
+    params = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
+    step_ids, pos = ids, 0
+    for step in range(3):
+        ticket = gen._launch(step_ids, pos, params, 0, step, [], None, False, outputs=("logits",))
+        (got,) = run_sync(gen.core.collect(ticket))
+        got = np.frombuffer(got.data, np.float32).reshape(-1)[-512:]
+        n = len(ids)
+        want = ref.run(["logits"], {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, n), np.int64),
+                                    "position_ids": np.arange(n, dtype=np.int64)[None], **past})[0][0, -1]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+        pos += len(step_ids)
+        step_ids = [int(want.argmax())]
+        ids = ids + step_ids
 
 
 def test_past_max_seq_fails_cleanly(tiny_llama_dir, tmp_path):

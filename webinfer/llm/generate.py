@@ -144,9 +144,9 @@ class Generator:
         })
 
     def _launch(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int],
-                token_buffer, overlap: bool) -> dict:
+                token_buffer, overlap: bool, outputs: tuple = ("next_token",)) -> dict:
         """Submit one step. ``token_buffer``: the GPU buffer holding the previous step's sampled token, copied
-        into input_ids on the GPU (``ids`` then only gives the shape)."""
+        into input_ids on the GPU (``ids`` then only gives the shape). ``outputs``: what to read back."""
         n = len(ids)
         pen = array("i", history[-self._penalty_len:])
         pen.extend([-1] * (self._penalty_len - len(pen)))
@@ -160,7 +160,7 @@ class Generator:
         }
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
-        return self.core.launch(["next_token"], feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
+        return self.core.launch(list(outputs), feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
 
 
 def check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed=0) -> None:

@@ -19,10 +19,17 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import broadcast_strides
+from .quant_matmul import row_steps
 
 WG = 64
 CHUNK = 1024
 SERIAL_WG = 16
+# The GPU class (GPU_KERNELS.md sections 3 and 4): prefill stages keys/values in workgroup memory, FLASH_BQ
+# query rows per workgroup (one per invocation), FLASH_TILE_FLOATS floats of K (and of V) per tile (8 KiB
+# together in f32); decode splits the keys into blocks of SPLIT_CHUNK, one workgroup each, then merges.
+FLASH_BQ = 64
+FLASH_TILE_FLOATS = 1024
+SPLIT_CHUNK = 256
 
 
 @lowering("CachedAttention", domain="webinfer")
@@ -61,8 +68,34 @@ def lower_cached_attention(ctx) -> None:
                      bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"],
                      scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         return
+    if ctx.kclass.attention == "flash":
+        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused)
+        return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
     ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
                  hq=hq, fused=fused,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+
+
+def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
+    """The GPU class: a flash-attention step for prefill (several query rows) and a split-K step plus a
+    merge for decode (one row), each under its ``when`` condition on the row count."""
+    s, total, hq, d = params["s"], params["t"], common["hq"], common["d"]
+    decode_when, prefill_when = row_steps(s)
+    attrs = dict(bool_mask=mask.dtype == "bool", scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"), **common)
+    if prefill_when != "skip":
+        bk = max(1, min(16, FLASH_TILE_FLOATS // d))
+        grid = (D.ceildiv(s, FLASH_BQ), hq, 1)
+        ctx.dispatch("cached_flash.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=FLASH_BQ,
+                     when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], **attrs)
+    if decode_when != "skip":
+        nblk = D.ceildiv(total, SPLIT_CHUNK)
+        part = ctx.temp("float32", (params["pairs"], nblk, d + 2))
+        split_params = {**params, "nblk": nblk}
+        ctx.dispatch("cached_flash.wgsl.j2", reads, {"part": part}, grid=(nblk, params["pairs"], 1),
+                     params=split_params, wg=WG, when=decode_when, kind="split", chunk=SPLIT_CHUNK,
+                     subgroups=ctx.kclass.use_subgroups, vec4_vars=["kc"], **attrs)
+        n = D.mul(params["pairs"], d)
+        ctx.dispatch("cached_flash.wgsl.j2", {"part": part}, {"out": out}, work=n, wg=WG, when=decode_when,
+                     params={"s": s, "nblk": nblk, "n": n}, kind="merge", **attrs)

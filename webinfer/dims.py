@@ -117,6 +117,28 @@ def mod(a: Dim, b: Dim) -> Dim:
     return Sym.atom(("%", a, b))
 
 
+def exact_div(a: Dim, b: Dim) -> Dim:
+    """``a // b`` for dims, dividing polynomials by a monomial exactly (``b*s*768 / (b*s*12) = 64``)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    if a == b:
+        return 1
+    bt = _terms(b)
+    if len(bt) != 1:
+        return floordiv(a, b)
+    (mb, cb), = bt.items()
+    out: dict = {}
+    for m, c in _terms(a).items():
+        rest = list(m)
+        for atom in mb:
+            if atom not in rest or c % cb:
+                return floordiv(a, b)
+            rest.remove(atom)
+        key = tuple(sorted(rest, key=repr))
+        out[key] = out.get(key, 0) + c // cb
+    return _make(out)
+
+
 def ceildiv(a: Dim, b: Dim) -> Dim:
     return floordiv(add(a, add(b, -1)), b)
 

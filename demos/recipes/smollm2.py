@@ -183,7 +183,8 @@ def export_model(out: Path, model=None) -> Path:
 
     model = model or load_torch_model()
     cfg = model.config
-    n_layers, n_kv = cfg.num_hidden_layers, cfg.num_key_value_heads
+    n_layers = cfg.num_hidden_layers
+    n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     batch, seq, past_len = 2, 3, 4  # sample sizes > 1 so none of the dims is specialised
     args = (
@@ -236,6 +237,7 @@ def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2,
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    input_names = {i.name for i in sess.get_inputs()}  # optimum's exports may lack position_ids or the mask
     past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
     n_kv, head_dim = past_inputs[0].shape[1], past_inputs[0].shape[3]
     past = {i.name: np.zeros((1, n_kv, 0, head_dim), np.float32) for i in past_inputs}
@@ -250,7 +252,7 @@ def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2,
             "position_ids": np.arange(pos0, len(ids), dtype=np.int64)[None],
             **past,
         }
-        outs = sess.run(None, feeds)
+        outs = sess.run(None, {k: v for k, v in feeds.items() if k in input_names})
         names = [o.name for o in sess.get_outputs()]
         result = dict(zip(names, outs))
         logits = result["logits"][0, -1]

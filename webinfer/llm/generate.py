@@ -36,13 +36,13 @@ class Token:
 class Generator:
     """Streams tokens from a generation artifact. One generation at a time per Generator."""
 
-    def __init__(self, core: SessionCore, tokenizer: Tokenizer, encoder=None):
+    def __init__(self, core: SessionCore, tokenizer: Tokenizer | None, encoder=None):
         names = {io["name"] for io in core.manifest["inputs"]}
         if "sampling_params" not in names or not core.manifest.get("states"):
             raise WebinferError("this artifact was not built for generation (no KV cache / sampling head)")
         self.core = core
         self.tokenizer = tokenizer
-        self._encode = encoder or tokenizer.encode
+        self._encode = encoder or (tokenizer.encode if tokenizer is not None else None)
         self.past_dim = next(d for d in core.bounds if d != "total_sequence")
         self.max_seq = core.bounds[self.past_dim]
         self._penalty_len = next(core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
@@ -54,7 +54,8 @@ class Generator:
     # -- loading ------------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str, device=None) -> "Generator":
-        """Open an artifact natively (wgpu-py); the tokenizer comes from the artifact's assets."""
+        """Open an artifact natively (wgpu-py); the tokenizer comes from the artifact's assets (without one,
+        prompts are token ids and tokens have no text)."""
         from ..artifact import Artifact
 
         art = Artifact.load(path)
@@ -64,6 +65,8 @@ class Generator:
             device = NativeDevice()
         m = art.manifest
         core = SessionCore(m, art.shader_sources(), lambda i: art.read(m["shards"][i]), device)
+        if "assets/tokenizer.json" not in m.get("assets", {}):
+            return cls(core, None)
         tok_json, cfg_json = _assets(m, art.read)
         tokenizer = Tokenizer.from_json(tok_json, cfg_json)
         return cls(core, tokenizer, _native_encoder(tok_json))
@@ -74,6 +77,9 @@ class Generator:
         self._cancelled = True
 
     def prompt_ids(self, prompt: str, chat: bool = False, system: str | None = None) -> list[int]:
+        if self.tokenizer is None:
+            raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json): "
+                                "give the prompt as token ids")
         if chat:
             messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user",
                                                                                      "content": prompt}]
@@ -101,10 +107,10 @@ class Generator:
             raise WebinferError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the KV "
                                 f"cache of {self.max_seq} positions (rebuild with a larger --max-seq)")
         self._cancelled = False
-        eos = self.tokenizer.eos_token_id if stop_at_eos else None
+        eos = self.tokenizer.eos_token_id if stop_at_eos and self.tokenizer is not None else None
         params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
         history = list(ids)
-        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True)
+        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer is not None else _NoText()
         out_ids: list[int] = []
         self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": ""}
         t0 = time.perf_counter()
@@ -161,6 +167,16 @@ class Generator:
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.core.launch(list(outputs), feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
+
+
+class _NoText:
+    """The stream decoder of an artifact without a tokenizer: tokens have no text."""
+
+    def push(self, token: int) -> str:
+        return ""
+
+    def flush(self) -> str:
+        return ""
 
 
 def check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed=0) -> None:

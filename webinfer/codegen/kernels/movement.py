@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import dims as D
-from ...dims import Dim
+from ...dims import Dim, exact_div
 from ..emit import wgsl_literal
 from ..lower import HOST_MAX_ELEMENTS
 from ..registry import lowering
@@ -128,28 +128,6 @@ def set_host_array(ctx, i: int, dtype: str, arr) -> None:
         arr, value = np.empty((), dtype=object), arr
         arr[()] = value
     ctx.set_host(i, dtype, arr.shape, [v if isinstance(v, D.Sym) else int(v) for v in arr.reshape(-1)])
-
-
-def exact_div(a: Dim, b: Dim) -> Dim:
-    """``a // b`` for dims, dividing polynomials by a monomial exactly (``b*s*768 / (b*s*12) = 64``)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a // b
-    if a == b:
-        return 1
-    bt = D._terms(b)
-    if len(bt) != 1:
-        return D.floordiv(a, b)
-    (mb, cb), = bt.items()
-    out: dict = {}
-    for m, c in D._terms(a).items():
-        rest = list(m)
-        for atom in mb:
-            if atom not in rest or c % cb:
-                return D.floordiv(a, b)
-            rest.remove(atom)
-        key = tuple(sorted(rest, key=repr))
-        out[key] = out.get(key, 0) + c // cb
-    return D._make(out)
 
 
 # -- ops ------------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import compute_type, normalize_axis
-from .movement import exact_div
 
 
 @lowering("Shape")
@@ -69,7 +68,7 @@ def lower_reshape(ctx) -> None:
         raise ctx.unsupported("more than one -1 in the target shape")
     if infer:
         known = D.product([v for i, v in enumerate(shape) if i != infer[0]])
-        shape[infer[0]] = exact_div(x.numel, known)
+        shape[infer[0]] = D.exact_div(x.numel, known)
     ctx.set_alias(0, x, shape)
 
 

@@ -15,6 +15,7 @@ from . import (
     cse,
     dce,
     fold_constants,
+    fold_shapes,
     fuse_activations,
     fuse_elementwise,
     fuse_epilogue,
@@ -29,6 +30,7 @@ from . import (
 # spelling before elementwise chains are merged; dce last sweeps whatever the others left unused.
 CLEANUP = {
     "fold_constants": fold_constants.run,
+    "fold_shapes": fold_shapes.run,
     "identity": identity.run,
     "cse": cse.run,
     "cancel": cancel.run,

@@ -1,0 +1,597 @@
+"""Shape inference over symbolic dims, with the values of small integer tensors (data propagation).
+
+Exporters compute shapes at run time: ``q.reshape(Concat(Shape(x)[0], Shape(x)[1], -1, 64))``, a scale
+``1 / Sqrt(Cast(Shape(k)[-1:]))``, a slice end ``Shape(x)[-1] // 2``. ONNX's own inference loses these on
+symbolic dims (the -1 of a reshape over [batch, seq, 256] becomes an unknown dim), so the rewrites that
+need a head count or a constant scale cannot see them. Here every value gets a shape of ``dims.Dim``
+(ints and polynomials over the graph inputs' dim names, None where unknown) and every small integer
+tensor its elements as dims, so ``[batch, seq*4*64] -> [batch, seq, -1, 64]`` gives ``[batch, seq, 4, 64]``
+and ``Shape(k)[-1]`` on a static last dim gives 64.
+
+The ops that carry shapes as data (Shape, Gather, Slice, Concat, Reshape, Expand, arithmetic, ...) are
+evaluated here with ``webinfer.dims``; every other op goes through ``onnx.shape_inference`` one node at a
+time, our dims passed as dim params. ``infer(model)`` writes the shapes back onto the onnx-ir values;
+``fold_static(model)`` then replaces each integer value whose elements are all known by a constant.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from .. import dims as D
+from ..dims import Dim
+
+HOST_MAX_ELEMENTS = 64
+_INT64_BIG = 2**62
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_ELEMENTWISE_VALUE = {
+    "Add": D.add, "Sub": lambda a, b: D.add(a, D.mul(b, -1)), "Mul": D.mul,
+    "Div": lambda a, b: D.exact_div(a, b) if not (isinstance(a, int) and isinstance(b, int)) else int(a / b),
+    "Mod": D.mod, "Max": D.dmax, "Min": D.dmin,
+}
+_COMPARE = {"Equal": lambda a, b: a == b, "Less": lambda a, b: a < b, "Greater": lambda a, b: a > b,
+            "LessOrEqual": lambda a, b: a <= b, "GreaterOrEqual": lambda a, b: a >= b}
+
+
+def _nonnegative(d: Dim) -> bool:
+    """A polynomial with positive coefficients over dim names is >= 0 (dims are sizes)."""
+    return isinstance(d, int) and d >= 0 or isinstance(d, D.Sym) and all(c > 0 for _, c in d.terms)
+
+
+def _compare(op: str, a: Dim | None, b: Dim | None) -> int | None:
+    """One element of a comparison of (possibly symbolic) integers; None when it cannot be decided."""
+    if isinstance(a, int) and isinstance(b, int):
+        return int(_COMPARE[op](a, b))
+    if a is None or b is None:
+        return None
+    if op == "Equal" and a == b:
+        return 1
+    if op == "Equal" and (_nonnegative(a) and isinstance(b, int) and b < 0 or
+                          _nonnegative(b) and isinstance(a, int) and a < 0):
+        return 0
+    return None
+
+
+def _elementwise(fn, *args):
+    return None if any(a is None for a in args) else fn(*args)
+
+
+def dim_from_ir(d) -> Dim | None:
+    """An onnx-ir dim as a ``dims.Dim``: ``"past + seq"``-style names become polynomials."""
+    if isinstance(d, int):
+        return d
+    text = d.value if isinstance(d, ir.SymbolicDim) else None
+    if not text:
+        return None
+    text = str(text)
+    if _NAME.match(text):
+        return D.Sym.name(text)
+    out: Dim = 0
+    for term in text.split("+"):
+        prod: Dim = 1
+        for factor in term.split("*"):
+            factor = factor.strip()
+            if factor.isdigit():
+                prod = D.mul(prod, int(factor))
+            elif _NAME.match(factor):
+                prod = D.mul(prod, D.Sym.name(factor))
+            else:
+                return D.Sym.name(text)
+        out = D.add(out, prod)
+    return out
+
+
+def dim_to_ir(d: Dim | None):
+    if isinstance(d, int):
+        return d
+    return ir.SymbolicDim(None if d is None else D.to_text(d))
+
+
+class ShapeInference:
+    """One forward walk over the main graph: ``shapes[value]`` (tuple of Dim/None, or None when the rank is
+    unknown) and ``values[value]`` (flat elements of small integer tensors)."""
+
+    def __init__(self, model: ir.Model):
+        self.model = model
+        self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
+        self.shapes: dict[ir.Value, tuple | None] = {}
+        self.values: dict[ir.Value, list[Dim]] = {}
+        self.dtypes: dict[ir.Value, ir.DataType | None] = {}
+
+    # -- reading what is known ------------------------------------------------------------------
+    def shape(self, v: ir.Value | None) -> tuple | None:
+        if v is None:
+            return None
+        if v in self.shapes:
+            return self.shapes[v]
+        if v.shape is None:
+            return None
+        return tuple(dim_from_ir(d) for d in v.shape)
+
+    def dtype(self, v: ir.Value | None) -> ir.DataType | None:
+        if v is None:
+            return None
+        return self.dtypes.get(v) or v.dtype
+
+    def value(self, v: ir.Value | None) -> list[Dim] | None:
+        if v is None:
+            return None
+        if v in self.values:
+            return self.values[v]
+        array = _const(v)
+        if array is not None and array.dtype.kind in "iub" and array.size <= HOST_MAX_ELEMENTS:
+            return [int(x) for x in array.reshape(-1)]
+        return None
+
+    def static_value(self, v: ir.Value | None) -> list[int] | None:
+        vals = self.value(v)
+        return vals if vals is not None and D.is_static(vals) else None
+
+    # -- the walk -------------------------------------------------------------------------------
+    def run(self) -> "ShapeInference":
+        for node in self.model.graph:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            try:
+                self.node(node)
+            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                    onnx.shape_inference.InferenceError):
+                pass  # an op we cannot reason about keeps whatever the exporter declared
+        return self
+
+    def node(self, node: ir.Node) -> None:
+        rule = _RULES.get(node.op_type)
+        result = rule(self, node) if rule is not None else None
+        if result is None:
+            result = self._onnx(node)
+        else:
+            self._rule_dtypes(node)
+        shapes, values = result
+        for i, out in enumerate(node.outputs):
+            if i < len(shapes) and shapes[i] is not None:
+                self.shapes[out] = tuple(shapes[i])
+            if values and i < len(values) and values[i] is not None and len(values[i]) <= HOST_MAX_ELEMENTS:
+                self.values[out] = list(values[i])
+                if out not in self.shapes or self.shapes[out] is None:
+                    self.shapes[out] = (len(values[i]),)
+
+    def _rule_dtypes(self, node: ir.Node) -> None:
+        """Output types of the ops our rules evaluate (ONNX's inference, which would set them, is skipped)."""
+        out = node.outputs[0]
+        if self.dtype(out) is not None:
+            return
+        if node.op_type in ("Shape", "Size"):
+            self.dtypes[out] = ir.DataType.INT64
+        elif node.op_type in _COMPARE:
+            self.dtypes[out] = ir.DataType.BOOL
+        else:
+            source = node.inputs[1] if node.op_type == "Where" else node.inputs[0]
+            if self.dtype(source) is not None:
+                self.dtypes[out] = self.dtype(source)
+
+    def _onnx(self, node: ir.Node):
+        """ONNX's per-node inference, our dims passed as dim params and static small values as data."""
+        schema = onnx.defs.get_schema(node.op_type, self.opset, "")
+        proto = ir.serde.serialize_node(node)
+        texts: dict[str, Dim] = {}
+        types, data = {}, {}
+        for v, name in zip(node.inputs, proto.input):
+            if v is None or not name:
+                continue
+            dt = self.dtype(v)
+            shape = self.shape(v)
+            if dt is None:
+                return [], []
+            dims = None
+            if shape is not None:
+                dims = []
+                for d in shape:
+                    if d is None:
+                        dims.append(None)
+                    elif isinstance(d, int):
+                        dims.append(d)
+                    else:
+                        texts[D.to_text(d)] = d
+                        dims.append(D.to_text(d))
+            types[name] = onnx.helper.make_tensor_type_proto(int(dt), dims)
+            array = _const(v)
+            vals = self.static_value(v)
+            if array is None and vals is not None and shape is not None and D.is_static(shape):
+                array = np.array(vals, dtype=dt.numpy()).reshape([int(d) for d in shape])
+            if array is not None and array.size <= 4096:
+                data[name] = onnx.numpy_helper.from_array(array, name)
+        opsets = [onnx.helper.make_opsetid("", self.opset)]
+        outs = onnx.shape_inference.infer_node_outputs(schema, proto, types, data, opset_imports=opsets)
+        shapes = []
+        for v, name in zip(node.outputs, proto.output):
+            t = outs.get(name)
+            if t is None or not t.HasField("tensor_type"):
+                shapes.append(None)
+                continue
+            if t.tensor_type.elem_type and self.dtype(v) is None:
+                self.dtypes[v] = ir.DataType(t.tensor_type.elem_type)
+            if not t.tensor_type.HasField("shape"):
+                shapes.append(None)
+                continue
+            dims = []
+            for d in t.tensor_type.shape.dim:
+                if d.HasField("dim_value"):
+                    dims.append(int(d.dim_value))
+                elif d.HasField("dim_param"):
+                    dims.append(texts.get(d.dim_param) or dim_from_ir(ir.SymbolicDim(d.dim_param)))
+                else:
+                    dims.append(None)
+            shapes.append(tuple(dims))
+        return shapes, []
+
+    # -- writing back ---------------------------------------------------------------------------
+    def write_back(self) -> None:
+        """Onto the onnx-ir values: our dims where known, the exporter's where we know nothing better."""
+        graph = self.model.graph
+        for node in graph:
+            for out in node.outputs:
+                if out in self.dtypes and out.dtype is None:
+                    out.dtype = self.dtypes[out]
+                shape = self.shapes.get(out)
+                if shape is None:
+                    continue
+                old = out.shape
+                if old is not None and len(old) == len(shape):
+                    merged = [n if n is not None else dim_from_ir(o) for n, o in zip(shape, old)]
+                else:
+                    merged = list(shape)
+                out.shape = ir.Shape([dim_to_ir(d) for d in merged])
+
+
+def _const(v: ir.Value) -> np.ndarray | None:
+    if v.is_graph_input():
+        return None
+    if v.const_value is not None:
+        return v.const_value.numpy()
+    node = v.producer()
+    if node is not None and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+        attr = node.attributes.get("value")
+        if attr is not None:
+            return attr.as_tensor().numpy()
+        for name in ("value_int", "value_ints"):
+            if name in node.attributes:
+                return np.array(node.attributes[name].value, dtype=np.int64)
+    return None
+
+
+def _attr(node: ir.Node, name: str, default=None):
+    a = node.attributes.get(name)
+    if a is None:
+        return default
+    return list(a.value) if isinstance(a.value, (list, tuple)) else a.value
+
+
+def _axis(a: int, rank: int) -> int:
+    a = int(a)
+    if not -rank <= a < max(rank, 1):
+        raise ValueError(f"axis {a} out of range for rank {rank}")
+    return a + rank if a < 0 else a
+
+
+def _numel(shape) -> Dim | None:
+    if shape is None or any(d is None for d in shape):
+        return None
+    return D.product(shape)
+
+
+def _broadcast(shapes) -> tuple | None:
+    if any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+        non_one = [d for d in dims if d != 1]
+        if not non_one:
+            out.append(1)
+            continue
+        fixed = [d for d in non_one if isinstance(d, int)]
+        known = [d for d in non_one if d is not None]
+        out.append(fixed[0] if fixed else (known[0] if len(set(map(repr, known))) == 1 and
+                                           len(known) == len(non_one) else None))
+    return tuple(out)
+
+
+# -- rules: ops whose outputs depend on shapes or small integer data ------------------------------
+def _shape_op(si: ShapeInference, node: ir.Node):
+    shape = si.shape(node.inputs[0])
+    if shape is None:
+        return None
+    r = len(shape)
+    start, end = int(_attr(node, "start", 0)), int(_attr(node, "end", r))
+    start = min(max(start + r if start < 0 else start, 0), r)
+    end = min(max(end + r if end < 0 else end, 0), r)
+    dims = list(shape[start:end]) if end > start else []
+    return [(len(dims),)], [dims]
+
+
+def _size(si, node):
+    n = _numel(si.shape(node.inputs[0]))
+    return [()], [[n] if n is not None else None]
+
+
+def _passthrough_value(si, node, shape):
+    vals = si.value(node.inputs[0])
+    return [shape], [vals]
+
+
+def _reshape(si: ShapeInference, node: ir.Node):
+    x = si.shape(node.inputs[0])
+    target = si.value(node.inputs[1])
+    if target is None:
+        return None
+    allowzero = int(_attr(node, "allowzero", 0))
+    shape = [x[i] if (x is not None and isinstance(v, int) and v == 0 and not allowzero) else v
+             for i, v in enumerate(target)]
+    infer = [i for i, v in enumerate(shape) if isinstance(v, int) and v == -1]
+    if infer:
+        total = _numel(x)
+        known = [v for i, v in enumerate(shape) if i != infer[0]]
+        if total is None or any(v is None for v in known):
+            shape[infer[0]] = None
+        else:
+            shape[infer[0]] = D.exact_div(total, D.product(known))
+    return _passthrough_value(si, node, tuple(shape))
+
+
+def _unsqueeze(si, node):
+    x = si.shape(node.inputs[0])
+    axes = si.static_value(node.inputs[1]) if len(node.inputs) > 1 else _attr(node, "axes")
+    if x is None or axes is None:
+        return None
+    rank = len(x) + len(axes)
+    ones = {_axis(a, rank) for a in axes}
+    rest = iter(x)
+    return _passthrough_value(si, node, tuple(1 if i in ones else next(rest) for i in range(rank)))
+
+
+def _squeeze(si, node):
+    x = si.shape(node.inputs[0])
+    axes = si.static_value(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None \
+        else _attr(node, "axes")
+    if x is None:
+        return None
+    drop = {i for i, d in enumerate(x) if d == 1} if axes is None else {_axis(a, len(x)) for a in axes}
+    return _passthrough_value(si, node, tuple(d for i, d in enumerate(x) if i not in drop))
+
+
+def _identity(si, node):
+    return _passthrough_value(si, node, si.shape(node.inputs[0]))
+
+
+def _cast(si, node):
+    to = ir.DataType(int(_attr(node, "to")))
+    si.dtypes[node.outputs[0]] = to
+    vals = si.value(node.inputs[0])
+    keep = vals is not None and to.is_integer() and to not in (ir.DataType.BOOL,)
+    return [si.shape(node.inputs[0])], [vals if keep else None]
+
+
+def _gather(si: ShapeInference, node: ir.Node):
+    data, idx = si.shape(node.inputs[0]), si.shape(node.inputs[1])
+    if data is None or idx is None:
+        return None
+    axis = _axis(_attr(node, "axis", 0), len(data))
+    shape = tuple(data[:axis]) + tuple(idx) + tuple(data[axis + 1:])
+    vals, ids = si.value(node.inputs[0]), si.static_value(node.inputs[1])
+    out = None
+    if vals is not None and ids is not None and len(data) == 1 and isinstance(data[0], int):
+        out = [vals[i + data[0] if i < 0 else i] for i in ids]
+    return [shape], [out]
+
+
+def _slice_bounds(dim: Dim | None, start: Dim | None, end: Dim | None, step: Dim | None) -> Dim | None:
+    """Length of ``range(dim)[start:end:step]`` where the dim or the bounds may be symbolic.
+
+    Symbolic bounds (``mask[..., past:past + seq]``) are taken to lie inside the dim, as a model whose
+    slices run past the end of a table (say, positions beyond the maximum) is not valid anyway."""
+    if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int) and isinstance(step, int):
+        return len(range(dim)[slice(start, end, step)])
+    if dim is None or start is None or end is None or step != 1:
+        return None
+    if isinstance(end, int) and 0 <= end < _INT64_BIG and not (isinstance(dim, int) and end <= dim):
+        return None  # min(end, dim) is unknown for a symbolic dim
+    if isinstance(start, int) and start < 0:
+        start = D.add(dim, start)
+    elif not isinstance(start, int) and not _nonnegative(start):
+        return None
+    if isinstance(end, int):
+        end = dim if end >= _INT64_BIG else (D.add(dim, end) if end < 0 else end)
+    elif not _nonnegative(end):
+        return None
+    return D.add(end, D.mul(start, -1))
+
+
+def _slice(si: ShapeInference, node: ir.Node):
+    x = si.shape(node.inputs[0])
+    if x is None:
+        return None
+    starts, ends = si.value(node.inputs[1]), si.value(node.inputs[2])
+    if starts is None or ends is None:
+        return None
+    axes = si.static_value(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None \
+        else list(range(len(starts)))
+    steps = si.value(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None \
+        else [1] * len(starts)
+    if axes is None or steps is None:
+        return None
+    shape = list(x)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = _axis(a, len(x))
+        shape[a] = _slice_bounds(x[a], s, e, st)
+    vals = si.value(node.inputs[0])
+    out = None
+    if vals is not None and len(x) == 1 and isinstance(x[0], int) and D.is_static([starts[0], ends[0], steps[0]]):
+        out = vals[slice(starts[0], ends[0], steps[0])]
+    return [tuple(shape)], [out]
+
+
+def _flatten(si: ShapeInference, node: ir.Node):
+    x = si.shape(node.inputs[0])
+    if x is None:
+        return None
+    axis = int(_attr(node, "axis", 1))
+    axis = axis + len(x) if axis < 0 else axis
+    return _passthrough_value(si, node, (_numel(x[:axis]), _numel(x[axis:])))
+
+
+def _concat(si: ShapeInference, node: ir.Node):
+    shapes = [si.shape(v) for v in node.inputs]
+    if any(s is None for s in shapes):
+        return None
+    axis = _axis(_attr(node, "axis", 0), len(shapes[0]))
+    shape = list(shapes[0])
+    total: Dim | None = 0
+    for s in shapes:
+        total = None if total is None or s[axis] is None else D.add(total, s[axis])
+    shape[axis] = total
+    for i in range(len(shape)):
+        if i != axis and shape[i] is None:
+            shape[i] = next((s[i] for s in shapes if s[i] is not None), None)
+    vals = [si.value(v) for v in node.inputs]
+    out = None
+    if len(shape) == 1 and all(v is not None for v in vals):
+        out = [x for v in vals for x in v]
+    return [tuple(shape)], [out]
+
+
+def _arith(si: ShapeInference, node: ir.Node):
+    shapes = [si.shape(v) for v in node.inputs]
+    shape = _broadcast(shapes)
+    if shape is None:
+        return None
+    vals = [si.value(v) for v in node.inputs]
+    out = None
+    n = _numel(shape)
+    if all(v is not None for v in vals) and isinstance(n, int) and n <= HOST_MAX_ELEMENTS:
+        if all(len(v) in (1, n) for v in vals):
+            if node.op_type in _COMPARE:
+                out = [_compare(node.op_type, vals[0][i % len(vals[0])], vals[1][i % len(vals[1])])
+                       for i in range(n)]
+            elif node.op_type in _ELEMENTWISE_VALUE and si.dtype(node.inputs[0]) is not None \
+                    and si.dtype(node.inputs[0]).is_integer():
+                fn = _ELEMENTWISE_VALUE[node.op_type]
+                out = []
+                for i in range(n):
+                    acc = vals[0][i % len(vals[0])]
+                    for v in vals[1:]:
+                        acc = _elementwise(fn, acc, v[i % len(v)])
+                    out.append(acc)
+    if node.op_type in _COMPARE:
+        si.dtypes[node.outputs[0]] = ir.DataType.BOOL
+    return [shape], [out]
+
+
+def _neg(si, node):
+    vals = si.value(node.inputs[0])
+    out = [_elementwise(D.mul, v, -1) for v in vals] if vals is not None else None
+    return [si.shape(node.inputs[0])], [out]
+
+
+def _where(si: ShapeInference, node: ir.Node):
+    shape = _broadcast([si.shape(v) for v in node.inputs])
+    if shape is None:
+        return None
+    cond, a, b = (si.value(v) for v in node.inputs)
+    n = _numel(shape)
+    out = None
+    if cond is not None and a is not None and b is not None and isinstance(n, int):
+        if all(len(v) in (1, n) for v in (cond, a, b)):
+            picks = [cond[i % len(cond)] for i in range(n)]
+            out = [None if c is None else a[i % len(a)] if c else b[i % len(b)] for i, c in enumerate(picks)]
+    return [shape], [out]
+
+
+def _expand(si: ShapeInference, node: ir.Node):
+    x, target = si.shape(node.inputs[0]), si.value(node.inputs[1])
+    if x is None or target is None:
+        return None
+    shape = _broadcast([x, tuple(target)])
+    vals = si.value(node.inputs[0])
+    n = _numel(shape) if shape is not None else None
+    out = vals * n if vals is not None and len(vals) == 1 and isinstance(n, int) and n <= HOST_MAX_ELEMENTS \
+        else None
+    return [shape], [out]
+
+
+def _constant_of_shape(si: ShapeInference, node: ir.Node):
+    target = si.value(node.inputs[0])
+    if target is None:
+        return None
+    value = node.attributes.get("value")
+    array = value.as_tensor().numpy().reshape(-1) if value is not None else np.zeros(1, np.float32)
+    si.dtypes[node.outputs[0]] = ir.DataType.from_numpy(array.dtype)
+    n = _numel(tuple(target))
+    out = None
+    if isinstance(n, int) and n <= HOST_MAX_ELEMENTS and array.dtype.kind in "iu":
+        out = [int(array[0])] * n
+    return [tuple(target)], [out]
+
+
+def _range(si: ShapeInference, node: ir.Node):
+    vals = [si.value(v) for v in node.inputs]
+    if any(v is None or len(v) != 1 or v[0] is None for v in vals):
+        return None
+    (start,), (limit,), (delta,) = vals
+    if not isinstance(delta, int) or delta == 0:
+        return None
+    span = D.add(limit, D.mul(start, -1)) if delta > 0 else D.add(start, D.mul(limit, -1))
+    n = D.ceildiv(span, abs(delta))
+    if isinstance(n, int):
+        n = max(n, 0)
+        if n <= HOST_MAX_ELEMENTS:
+            return [(n,)], [[D.add(start, k * delta) for k in range(n)]]
+    return [(n,)], [None]
+
+
+_RULES = {
+    "Shape": _shape_op, "Size": _size, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "Identity": _identity, "Flatten": _flatten, "Cast": _cast, "Gather": _gather, "Slice": _slice, "Concat": _concat,
+    "Neg": _neg, "Where": _where, "Expand": _expand, "ConstantOfShape": _constant_of_shape, "Range": _range,
+    **{op: _arith for op in (*_ELEMENTWISE_VALUE, *_COMPARE)},
+}
+
+
+def infer(model: ir.Model) -> ShapeInference:
+    """Infer shapes (and small integer values) of the main graph and write the shapes onto its values."""
+    si = ShapeInference(model).run()
+    si.write_back()
+    return si
+
+
+def fold_static(model: ir.Model) -> int:
+    """Replace every computed integer value whose elements are all known (``Shape(x)[-1]`` on a static dim,
+    ``Concat(Shape(a)[0:1], [4])`` on a static batch) by a constant; returns how many were replaced."""
+    from .passes._util import new_initializer, replace_value
+
+    si = infer(model)
+    graph = model.graph
+    replaced = 0
+    for node in list(graph):
+        if node.op_type == "Constant":
+            continue
+        for out in node.outputs:
+            vals = si.values.get(out)
+            shape = si.shapes.get(out)
+            dt = si.dtype(out)
+            if vals is None or shape is None or not D.is_static(vals) or not D.is_static(shape) or dt is None:
+                continue
+            if not (dt.is_integer() or dt == ir.DataType.BOOL) or not out.uses() and not out.is_graph_output():
+                continue
+            array = np.array(vals, dtype=dt.numpy()).reshape([int(d) for d in shape])
+            const = new_initializer(graph, array, (out.name or "shape") + "_static")
+            if replace_value(graph, out, const):
+                replaced += 1
+    return replaced
+
+
+__all__ = ["ShapeInference", "infer", "fold_static", "dim_from_ir", "dim_to_ir"]

@@ -63,9 +63,13 @@ def test_optional_outputs_are_really_optional():
 
 
 def test_declared_webinfer_and_contrib_ops_are_lowered():
+    from webinfer.graph.contrib import EXPANSIONS
+
     load_all()
     for key, s in opschema.SCHEMAS.items():
-        if s.domain != opschema.ONNX_DOMAIN:
+        if s.expanded:
+            assert key in EXPANSIONS and key not in LOWERINGS, f"{key}: declared expanded, graph/contrib has none"
+        elif s.domain != opschema.ONNX_DOMAIN:
             assert key in LOWERINGS, f"{key} is declared but has no lowering"
         if s.epilogue:
             assert opschema.op_key(opschema.WEBINFER_DOMAIN, s.epilogue) in LOWERINGS, s.epilogue
@@ -80,3 +84,5 @@ def test_defaults_and_folding():
     assert not opschema.schema("Anything", opschema.MICROSOFT_DOMAIN).may_fold
     assert opschema.op_key("com.microsoft", "MatMulNBits") == "com.microsoft:MatMulNBits"
     assert opschema.op_label("com.microsoft", "MatMulNBits") == "com.microsoft.MatMulNBits"
+    assert opschema.schema("MatMulNBits", opschema.MICROSOFT_DOMAIN).expanded
+    assert not opschema.schema("SimplifiedLayerNormalization").may_fold  # onnxruntime's, in ONNX's domain

@@ -18,6 +18,7 @@ from .dtypes import I32_MAX, I32_MIN
 from .dtypes import dtype as get_dtype
 from .errors import WebinferError
 from .graph import llm
+from .graph.contrib import expand as expand_contrib
 from .graph.importer import import_model
 from .graph.model_checks import check_dim_names
 from .graph.optimize import optimize as optimize_graph
@@ -55,6 +56,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
+    expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
         raise WebinferError(f"--quantize {quantize!r}: choose from {', '.join(quantize_formats)}")
     weight_rewrites = quantize_rewrite(quantize)

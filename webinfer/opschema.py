@@ -7,6 +7,9 @@ carry shape arithmetic) and the conformance runner (which ops are random) all de
 names. Whether an op is *supported* is a different question: it has a lowering
 (``codegen.registry.LOWERINGS``); an op that is lowered but not declared here has the default traits.
 
+onnxruntime's contrib ops (``com.microsoft``) are *expanded*: graph/contrib rewrites each into ONNX ops and
+webinfer ops before the other passes, so the fusions and the LLM rewrites see them like any exporter's.
+
 To declare a new op: add one ``OpSchema`` line to ``_DECLARED`` (or its name to ``_ELEMENTWISE`` when it is
 an expression of ``codegen/kernels/elementwise.OPS``) only if some trait differs from the default.
 """
@@ -22,7 +25,7 @@ MICROSOFT_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 # Quantized weight layouts (graph/quantize.py writes them, codegen/kernels/quant_matmul.py reads them):
 # blocks of QUANT_BLOCK values along K, PER_WORD values per u32 word.
 QUANT_BLOCK = 32
-PER_WORD = {"int8": 4, "int4": 8, "f32": 1}
+PER_WORD = {"int8": 4, "int4": 8, "f32": 1, "nbits4": 8, "nbits8": 4}  # nbits*: onnxruntime's MatMulNBits bytes
 
 
 def op_key(domain: str, op_type: str) -> str:
@@ -46,6 +49,7 @@ class OpSchema:
     elementwise: bool = False  # an expression of the elementwise table: fuses into programs and epilogues
     epilogue: str | None = None  # the webinfer op this op becomes when it absorbs an elementwise epilogue
     base_inputs: int = 0  # with ``epilogue``: how many inputs the fused op keeps before the program's
+    expanded: bool = False  # rewritten into other ops by graph/contrib before lowering (no kernel of its own)
 
     @property
     def key(self) -> str:
@@ -70,6 +74,9 @@ _ELEMENTWISE = (
     "Shrink", "PRelu", "IsNaN", "IsInf", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
     "BitwiseNot",
 )
+_CONTRIB = ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention", "Attention",
+            "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
+            "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 _DECLARED: list[OpSchema] = [
@@ -100,6 +107,10 @@ _DECLARED: list[OpSchema] = [
     OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=4),
     *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),
     OpSchema("SampleToken", WEBINFER_DOMAIN, random=True),
+    # -- onnxruntime's contrib ops: graph/contrib rewrites them into ONNX and webinfer ops -----------
+    *(OpSchema(op, MICROSOFT_DOMAIN, expanded=True) for op in _CONTRIB),
+    # onnxruntime registers this one in ONNX's own domain; ONNX has no such op, so no reference to fold with
+    OpSchema("SimplifiedLayerNormalization", foldable=False, expanded=True),
 ]
 
 

@@ -1,7 +1,8 @@
 """Which ops of a model webinfer can lower, found before any work is done, so that a build names ALL the
 unsupported ops at once (and ``webinfer inspect model.onnx`` can list them) instead of stopping at the first.
 
-An op is supported when it has a lowering (``registry.LOWERINGS``). A node of an unsupported op whose inputs
+An op is supported when it has a lowering (``registry.LOWERINGS``) or graph/contrib expands it into ops
+that have one (``opschema``: ``expanded``). A node of an unsupported op whose inputs
 are all build-time constants is not a problem when the op can be folded (``opschema``): the lowering
 evaluates it with ONNX's reference evaluator. Subgraphs (If/Loop/Scan bodies) are searched too.
 """
@@ -55,10 +56,11 @@ def op_uses(model: ir.Model, constant_inputs: Iterable[str] = ()) -> list[OpUse]
         const = set(graph.initializers) | set(constant_inputs)
         for index, node in enumerate(graph):
             key = op_key(node.domain, node.op_type)
-            use = uses.setdefault(key, OpUse(node.domain, node.op_type, supported=key in LOWERINGS))
+            spec = schema(node.op_type, node.domain)
+            use = uses.setdefault(key, OpUse(node.domain, node.op_type, supported=key in LOWERINGS or spec.expanded))
             inputs = [v for v in node.inputs if v is not None]
             folds = (node.op_type == "Constant" and node.domain in ("", "ai.onnx")) or (
-                bool(inputs) and all(v.name in const for v in inputs) and schema(node.op_type, node.domain).may_fold)
+                bool(inputs) and all(v.name in const for v in inputs) and spec.may_fold)
             if folds:
                 const.update(v.name for v in node.outputs)
             if not use.supported and folds:

@@ -53,8 +53,9 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     wvec = fmt == "f32" and k % 4 == 0
     qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
     vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
+    layout = nbits_layout(ctx, fmt, k)
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
-                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn)
+                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, **layout)
     gemv_when, gemm_when = row_steps(rows)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:
@@ -62,12 +63,12 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
                      when=gemv_when, kind="nk", tn=GPU_GEMV_TN, fmt=fmt, K=k, N=n, xvec=k % 4 == 0, wvec=wvec,
                      vec4_vars=vec4, has_bias=ctx.has_input(3), epilogue_fn=epilogue_fn,
-                     subgroups=ctx.kclass.use_subgroups)
+                     subgroups=ctx.kclass.use_subgroups, **layout)
     elif gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
                      when=gemv_when, kind="gemv", tn=GEMV_TN, **common)
     if gemm_when != "skip" and tiled:
-        _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn)
+        _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
         t = GEMM_TILING
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
@@ -75,12 +76,23 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
                      params={"M": rows}, kind="gemm", t=t, **common)
 
 
+def nbits_layout(ctx, fmt: str, k: int) -> dict:
+    """onnxruntime's MatMulNBits layouts (graph/contrib/quant.py): block parameters every QB values (NBQ per
+    row), rows of RW words (K padded to whole blocks). Our own formats need none of this."""
+    if fmt not in ("nbits4", "nbits8"):
+        return {}
+    qb = int(ctx.attr("block"))
+    nbq = -(-k // qb)
+    return {"QB": qb, "NBQ": nbq, "RW": nbq * qb // PER_WORD[fmt]}
+
+
 def _grid(groups) -> tuple:
     """A 2-D grid of ``groups`` workgroups (65535 per dimension); kernels index them as y * nwg.x + x."""
     return (D.dmin(groups, 65535), D.ceildiv(groups, 65535), 1)
 
 
-def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wvec: bool, epilogue_fn: str) -> None:
+def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wvec: bool, epilogue_fn: str,
+                layout: dict) -> None:
     """The prefill step on the workgroup-tiled matmul kernel: x tiles and dequantized weight tiles in
     workgroup memory (real GPUs); the weights stay packed in GPU memory."""
     t = choose_tiling(rows, n, True, ctx.kclass)
@@ -97,7 +109,8 @@ def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wve
     ctx.dispatch("matmul_tiled.wgsl.j2", {"a": reads.pop("x"), **reads}, {"out": out}, grid=grid,
                  wg=t.wx * t.wy, params=params, when=when, t=t, brank=0, ct="f32", epilogue=epilogue,
                  epilogue_fn=epilogue_fn, has_c=has_bias, zero={}, a_src="vec" if a_vec else "strided",
-                 b_src="q", fmt=fmt, p_k=k, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []))
+                 b_src="q", fmt=fmt, p_k=k, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []),
+                 **layout)
 
 
 @lowering("GatherQ", domain=WEBINFER_DOMAIN)
@@ -112,7 +125,8 @@ def lower_gather_q(ctx) -> None:
     if ctx.has_input(1):
         reads["qp"] = ctx.inputs[1]
     ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total, params={"total": total},
-                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt])
+                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt],
+                 **nbits_layout(ctx, fmt, k))
 
 
 def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:

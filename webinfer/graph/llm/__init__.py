@@ -16,6 +16,7 @@ import onnx_ir as ir
 from . import head, kv_cache
 
 DEFAULT_MAX_SEQ = 1024
+CONTRIB_KEPT: frozenset[str] = frozenset()  # contrib ops these rewrites take over (graph/contrib leaves them)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from oprefs import check_node
 
+ATTN_TARGETS = ("software", "gpu")  # the gpu class's flash kernel uses no subgroups
+
 rng = np.random.default_rng(0)
 
 
@@ -11,27 +13,42 @@ def f(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.mark.parametrize("target", ATTN_TARGETS)
 @pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"scale": 0.1}, {"softcap": 2.0}])
 @pytest.mark.parametrize("heads", [(3, 3), (6, 2)])
-def test_attention_4d(attrs, heads):
+def test_attention_4d(attrs, heads, target):
     hq, hkv = heads
-    _, _, _, gpu = check_node("Attention", {"q": f(2, hq, 4, 8), "k": f(2, hkv, 5, 8), "v": f(2, hkv, 5, 6)},
-                              opset=23, **attrs)
+    _, _, _, gpu = check_node("Attention", {"q": f(2, hq, 4, 8), "k": f(2, hkv, 5, 8), "v": f(2, hkv, 5, 12)},
+                              opset=23, target=target, **attrs)
     assert gpu
 
 
+@pytest.mark.parametrize("target", ATTN_TARGETS)
 @pytest.mark.parametrize("mask", [f(4, 5), f(2, 1, 4, 5), rng.random((2, 3, 4, 5)) > 0.3, f(4, 3)])
-def test_attention_masks(mask):
-    check_node("Attention", {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}, opset=23)
+def test_attention_masks(mask, target):
+    feeds = {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}
+    check_node("Attention", feeds, opset=23, target=target)
     if mask.dtype != np.bool_:  # onnx.reference turns a bool mask with is_causal into NaNs (0 * -inf)
-        check_node("Attention", {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}, opset=23,
-                   is_causal=1, rtol=1e-3)
+        check_node("Attention", feeds, opset=23, is_causal=1, rtol=1e-3, target=target)
 
 
-def test_attention_3d_gqa_with_past_and_present():
-    feeds = {"q": f(2, 4, 6 * 8), "k": f(2, 4, 2 * 8), "v": f(2, 4, 2 * 5), "m": f(4, 7), "pk": f(2, 2, 3, 8),
-             "pv": f(2, 2, 3, 5)}
-    check_node("Attention", feeds, n_outputs=3, opset=23, q_num_heads=6, kv_num_heads=2)
+@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("dv", [8, 5])
+def test_attention_3d_gqa_with_past_and_present(target, dv):
+    feeds = {"q": f(2, 4, 6 * 8), "k": f(2, 4, 2 * 8), "v": f(2, 4, 2 * dv), "m": f(4, 7), "pk": f(2, 2, 3, 8),
+             "pv": f(2, 2, 3, dv)}
+    check_node("Attention", feeds, n_outputs=3, opset=23, q_num_heads=6, kv_num_heads=2, target=target)
+
+
+@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("d", [16, 64, 128])
+def test_attention_long_sequences(target, d):
+    """More query rows than a workgroup holds (70 > 64) and keys over many tiles (130), causal with a past
+    and a float mask, softcap: the gpu class's flash kernel streams K/V tiles with an online softmax."""
+    feeds = {"q": f(1, 4, 70, d), "k": f(1, 2, 70, d), "v": f(1, 2, 70, d), "m": f(70, 130) * 3,
+             "pk": f(1, 2, 60, d), "pv": f(1, 2, 60, d)}
+    check_node("Attention", feeds, n_outputs=3, opset=23, is_causal=1, softcap=3.0, rtol=1e-4, atol=1e-4,
+               target=target)
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2, 3])

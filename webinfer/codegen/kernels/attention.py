@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import math
 
+from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
+from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS
 from .helpers import broadcast_strides, compute_type
 
 WG = 64
 MAX_HEAD = 1024
+FLASH_MAX_HEAD = 256  # q and the output accumulator live in registers: 2 x 64 vec4 at most
 
 
 def _heads(ctx, t, attr: str):
@@ -85,11 +88,18 @@ def lower_attention(ctx) -> None:
     scale = ctx.attr("scale")
     scale = 1.0 / math.sqrt(dq) if scale is None else float(scale)
     softcap = float(ctx.attr("softcap", 0.0) or 0.0)
+    flags = dict(scale=wgsl_literal(scale, "f32"), softcap=wgsl_literal(softcap, "f32") if softcap > 0 else None,
+                 causal=bool(ctx.attr("is_causal", 0)), mask=mask is not None,
+                 bool_mask=mask is not None and mask.dtype == "bool", nonpad="nonpad" in reads, dq=dq, dv=dv)
+    if ctx.kclass.attention == "flash" and "qk" not in writes and dq % 4 == 0 and dv % 4 == 0 \
+            and max(dq, dv) <= FLASH_MAX_HEAD:
+        # GPU class: K/V tiles in workgroup memory (FLASH_TILE_FLOATS floats of K and of V), one pass
+        bk = max(1, min(16, FLASH_TILE_FLOATS // max(dq, dv)))
+        ctx.dispatch("attention.wgsl.j2", reads, writes, grid=(D.ceildiv(sq, FLASH_BQ), D.mul(bq, hq), 1),
+                     params=params, wg=FLASH_BQ, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["k", "v"], **flags)
+        return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
-                 dq=dq, dv=dv, scale=wgsl_literal(scale, "f32"), softcap=wgsl_literal(softcap, "f32") if softcap > 0
-                 else None, causal=bool(ctx.attr("is_causal", 0)), mask=mask is not None,
-                 bool_mask=mask is not None and mask.dtype == "bool", nonpad="nonpad" in reads, qk="qk" in writes,
-                 mode=mode)
+                 qk="qk" in writes, mode=mode, **flags)
 
 
 @lowering("RotaryEmbedding")

@@ -4,9 +4,7 @@ KV-cache rewrite and the generator are tested on the exporter's real spelling in
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,9 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-TINY = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-        "tie_word_embeddings": True, "initializer_range": 0.3, "rms_norm_eps": 1e-5}
+import tiny_llama  # noqa: E402  (tests/, on sys.path from tests/conftest.py; needs ROOT for demos.recipes)
 
 
 @pytest.fixture(scope="session")
@@ -36,30 +32,44 @@ def smollm_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
-    from demos.recipes import smollm2
-
-    out = smollm2.cache_dir()
-    smollm2.export_tokenizer(out)
-    return out
+    return tiny_llama.tokenizer_dir()
 
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tokenizer_dir) -> Path:
     """A 2-layer random Llama (GQA 4/2 heads, vocab 512) exported like SmolLM2, with SmolLM2's tokenizer files
     beside it (ids < 512 decode to real tokens)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    return tiny_llama.tiny_llama(tiny_llama.TINY)
 
-    from demos.recipes import smollm2
 
-    key = hashlib.sha256(repr(sorted(TINY.items())).encode()).hexdigest()[:10]
-    out = smollm2.cache_dir().parent / f"tiny-llama-test-{key}"
-    for name in smollm2.TOKENIZER_FILES:
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tokenizer_dir / name, out / name)
-    torch.manual_seed(0)
-    config = LlamaConfig(**TINY)
-    config._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(config).eval()
-    smollm2.export_model(out, model=model)
+@pytest.fixture(scope="session")
+def tiny_chat_dir(tokenizer_dir) -> Path:
+    """The same with SmolLM2's whole vocabulary, for chat templates and real text."""
+    return tiny_llama.tiny_llama(tiny_llama.TINY_CHAT)
+
+
+@pytest.fixture(scope="session")
+def tiny_wi(tiny_llama_dir, tmp_path_factory) -> Path:
+    """The tiny Llama built for generation (software kernels, 1100 cache positions)."""
+    import webinfer
+
+    out = tmp_path_factory.mktemp("tiny") / "tiny.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100, target="software")
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_gen(tiny_wi):
+    from webinfer.llm.generate import Generator
+
+    return Generator.load(str(tiny_wi))
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_gen(tiny_chat_dir, tmp_path_factory):
+    import webinfer
+    from webinfer.llm.generate import Generator
+
+    out = tmp_path_factory.mktemp("tiny-chat") / "chat.wi"
+    webinfer.build(str(tiny_chat_dir / "model.onnx"), str(out), max_seq=512, target="software")
+    return Generator.load(str(out))

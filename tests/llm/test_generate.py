@@ -19,18 +19,6 @@ from webinfer.llm.generate import Generator
 from webinfer.runtime.session import run_sync
 
 
-@pytest.fixture(scope="module")
-def tiny_wi(tiny_llama_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny") / "tiny.wi"
-    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(out), max_seq=1100, target="software")
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny_gen(tiny_wi):
-    return Generator.load(str(tiny_wi))
-
-
 def _ids(n: int, seed: int) -> list[int]:
     rng = random.Random(seed)
     return [rng.randrange(3, 512) for _ in range(n)]

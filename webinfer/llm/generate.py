@@ -6,10 +6,18 @@ settings) and reads back one 4-byte token id. The prompt runs as one prefill ste
 decode step. Natively, prompts are encoded with the ``tokenizers`` package when it is installed (the
 pure-Python tokenizer gives the same ids, and is what runs in the browser).
 
+The cache outlives a generation: the Generator remembers which token ids its positions hold, and a prompt
+that starts with them prefills only the rest (prefix reuse for one sequence, like vLLM's automatic prefix
+caching). So a chat that sends the whole conversation each turn prefills only the new turn's tokens.
+
     gen = Generator.load("smollm2.wi")
     for tok in gen.generate("The capital of France is", max_new_tokens=16):
         print(tok.text, end="")
-    gen.stats  # prompt_ids, token_ids, text, ttft_s, prefill_tok_s, decode_tok_s
+    gen.stats  # prompt_ids, token_ids, text, ttft_s, prefill_tok_s, decode_tok_s, reused_tokens
+    messages = [{"role": "user", "content": "Hi!"}]
+    answer = "".join(t.text for t in gen.chat(messages))   # the model's chat template
+    messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": "And then?"}]
+    for tok in gen.chat(messages): ...                      # prefills only the new turn
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class Generator:
                                  if io["name"] == "penalty_ids")
         self._inputs = names
         self._cancelled = False
+        self._cached: list[int] = []  # the token ids whose keys/values the cache holds, from position 0
         self.stats: dict = {}
 
     # -- loading ------------------------------------------------------------------------------------
@@ -76,6 +85,10 @@ class Generator:
         """Stop the running generation after the current step; the session stays usable."""
         self._cancelled = True
 
+    def reset(self) -> None:
+        """Forget the cached prefix: the next prompt is prefilled from position 0."""
+        self._cached = []
+
     def prompt_ids(self, prompt: str, chat: bool = False, system: str | None = None) -> list[int]:
         if self.tokenizer is None:
             raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json): "
@@ -83,17 +96,36 @@ class Generator:
         if chat:
             messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user",
                                                                                      "content": prompt}]
-            prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return self.chat_ids(messages)
         return list(self._encode(prompt))
+
+    def chat_ids(self, messages) -> list[int]:
+        """The conversation rendered with the model's chat template, ending with the assistant's turn opening."""
+        _check_messages(messages)
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        return list(self._encode(text))
+
+    def chat(self, messages, **options):
+        """Stream the assistant's answer to OpenAI-style ``messages`` ([{"role", "content"}, ...]); the turns
+        the cache already holds are not prefilled again. Options as ``generate``."""
+        return self.generate(self.chat_ids(messages), **options)
+
+    async def achat(self, messages, **options):
+        """Async form of ``chat`` (Pyodide)."""
+        async for tok in self.agenerate(self.chat_ids(messages), **options):
+            yield tok
 
     def generate(self, prompt, **options):
         """Synchronous iterator of Tokens (native devices)."""
         agen = self.agenerate(prompt, **options)
-        while True:
-            try:
-                yield run_sync(agen.__anext__())
-            except StopAsyncIteration:
-                return
+        try:
+            while True:
+                try:
+                    yield run_sync(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            run_sync(agen.aclose())  # a caller that stops early: the generation records what the cache holds
 
     async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
                         top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
@@ -105,46 +137,56 @@ class Generator:
             raise WebinferError("the prompt is empty")
         if len(ids) + max_new_tokens > self.max_seq:
             raise WebinferError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the KV "
-                                f"cache of {self.max_seq} positions (rebuild with a larger --max-seq)")
+                                f"cache of {self.max_seq} positions (start a new conversation, ask for fewer "
+                                "tokens, or rebuild with a larger --max-seq)")
         self._cancelled = False
         eos = self.tokenizer.eos_token_id if stop_at_eos and self.tokenizer is not None else None
         params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
         history = list(ids)
         decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer is not None else _NoText()
         out_ids: list[int] = []
-        self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": ""}
+        reused = _common_prefix(self._cached, ids, len(ids) - 1)  # at least one token to prefill
+        self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "reused_tokens": reused}
         t0 = time.perf_counter()
         t_first = None
         # Without a repetition penalty the next step needs nothing from the host: it is launched before the
         # current token is read, and takes that token on the GPU (one step stays in flight).
         overlap = repetition_penalty == 1.0
-        ticket = self._launch(ids, 0, params, seed, 0, history if not overlap else [], None, overlap)
+        self._cached = []  # unknown while steps run; set again when the generation ends without an error
+        ticket = self._launch(ids[reused:], reused, params, seed, 0, history if not overlap else [], None, overlap)
         pos = len(ids)
-        for step in range(max_new_tokens):
-            nxt = None
-            if overlap and step + 1 < max_new_tokens and not self._cancelled:
-                nxt = self._launch([0], pos, params, seed, step + 1, [], ticket["outputs"]["next_token"], True)
-            (tok,) = await self.core.collect(ticket)
-            token = struct.unpack("<i", tok.data[:4])[0]
-            if t_first is None:
-                t_first = time.perf_counter()
-            out_ids.append(token)
-            history.append(token)
-            text = decoder.push(token)
-            self.stats["text"] += text
-            yield Token(token, text)
-            if token == eos or self._cancelled or step + 1 == max_new_tokens:
-                break
-            if not overlap:
-                nxt = self._launch([token], pos, params, seed, step + 1, history, None, False)
-            ticket, pos = nxt, pos + 1
+        failed = True
+        try:
+            for step in range(max_new_tokens):
+                nxt = None
+                if overlap and step + 1 < max_new_tokens and not self._cancelled:
+                    nxt = self._launch([0], pos, params, seed, step + 1, [], ticket["outputs"]["next_token"], True)
+                (tok,) = await self.core.collect(ticket)
+                token = struct.unpack("<i", tok.data[:4])[0]
+                if t_first is None:
+                    t_first = time.perf_counter()
+                out_ids.append(token)
+                history.append(token)
+                text = decoder.push(token)
+                self.stats["text"] += text
+                failed = False  # from here on a stop (the caller's, cancel) leaves the cache consistent
+                yield Token(token, text)
+                if token == eos or self._cancelled or step + 1 == max_new_tokens:
+                    break
+                failed = True
+                if not overlap:
+                    nxt = self._launch([token], pos, params, seed, step + 1, history, None, False)
+                ticket, pos = nxt, pos + 1
+        finally:
+            # Every token but the last was fed to a step that was submitted: its keys and values are in place.
+            self._cached = [] if failed else ids + out_ids[:-1]
         tail = decoder.flush()
         self.stats["text"] += tail
         t_end = time.perf_counter()
         n_decode = len(out_ids) - 1
         self.stats.update({
             "ttft_s": (t_first - t0) if t_first else None,
-            "prefill_tok_s": len(ids) / (t_first - t0) if t_first else None,
+            "prefill_tok_s": (len(ids) - reused) / (t_first - t0) if t_first else None,
             "decode_tok_s": n_decode / (t_end - t_first) if t_first and n_decode > 0 and t_end > t_first else None,
             "cancelled": self._cancelled,
         })
@@ -177,6 +219,25 @@ class _NoText:
 
     def flush(self) -> str:
         return ""
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y or n == limit:
+            break
+        n += 1
+    return n
+
+
+def _check_messages(messages) -> None:
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise WebinferError("messages must be a non-empty list of {role, content} objects")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise WebinferError(f"messages[{i}] must be an object with string 'role' and 'content'")
+        if m["role"] not in ("system", "user", "assistant"):
+            raise WebinferError(f"messages[{i}]: role {m['role']!r} is not one of system, user, assistant")
 
 
 def check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed=0) -> None:

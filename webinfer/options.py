@@ -51,6 +51,8 @@ class KernelClass:
     features: tuple[str, ...] = ()
     matmul: Tiling = Tiling()  # f32 operands that allow vec4 loads
     matmul_scalar: Tiling = Tiling(vec=False)  # the others (odd K or N, integer operands)
+    conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
+    # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
     # "flash" (K/V tiles in workgroup memory for prefill, split-K blocks + merge for decode)
     workgroup_memory: bool = False  # prefer kernels that stage data in workgroup memory (and barriers)
@@ -82,6 +84,7 @@ GPU = KernelClass(
     adapter_types=("integrated", "discrete", "virtual", "unknown"),
     matmul=GPU_TILING,
     matmul_scalar=GPU_TILING,
+    conv_block=(4, 4, 4),  # the direct kernel (depthwise, thin groups): few registers per invocation
     attention="flash",
     workgroup_memory=True,
 )
@@ -166,7 +169,7 @@ def class_from_json(data: dict) -> KernelClass:
     for key in ("matmul", "matmul_scalar"):
         if key in kw:
             kw[key] = Tiling(**kw[key])
-    for key in ("adapter_types", "features"):
+    for key in ("adapter_types", "features", "conv_block"):
         if key in kw:
             kw[key] = tuple(kw[key])
     return KernelClass(**kw)

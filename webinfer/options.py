@@ -90,7 +90,10 @@ GPU = KernelClass(
 )
 # The same kernels with their reductions done by subgroup operations where the adapter has them.
 GPU_SUBGROUPS = replace(GPU, name="gpu-subgroups", features=("subgroups",), use_subgroups=True)
-KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS)}
+# And with shader-f16: matmul and attention tiles staged in f16, f16 products, f32 accumulation; the KV cache in
+# f16. Opt-in (BuildOptions.f16): an f32 model's activations lose precision, and past 65504 overflow.
+GPU_F16 = replace(GPU_SUBGROUPS, name="gpu-f16", features=("shader-f16", "subgroups"), use_f16=True)
+KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16)}
 
 # --target: the classes an artifact carries, in order of preference among those an adapter can run.
 TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}

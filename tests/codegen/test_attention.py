@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from oprefs import check_node
 
-ATTN_TARGETS = ("software", "gpu")  # the gpu class's flash kernel uses no subgroups
+ATTN_TARGETS = ("software", "gpu", "gpu-f16")  # the flash kernel uses no subgroups
 
 rng = np.random.default_rng(0)
 

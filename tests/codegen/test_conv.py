@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from onnx import helper
-from oprefs import ATOL, RTOL, check_node, make_model
+from oprefs import ATOL, RTOL, check_node, make_model, tolerance
 
 from webinfer.backend import WebinferRep
 
@@ -14,7 +14,7 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-CONV_TARGETS = ("software", "gpu")
+CONV_TARGETS = ("software", "gpu", "gpu-f16")
 CONV2D = [
     # x shape, w shape, attributes
     ((1, 3, 7, 9), (4, 3, 3, 3), {}),
@@ -108,7 +108,7 @@ def check_ort(op: str, feeds: dict, initializers: dict, target: str = "software"
     (ref,) = sess.run(None, feeds)
     (got,) = WebinferRep(model, target=target).run(feeds)
     assert got.shape == ref.shape
-    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(got, ref, *tolerance(target, rtol, atol))
 
 
 @pytest.mark.parametrize("xs,ws,strides", [((1, 2, 9, 8), (3, 2, 4, 3), [2, 2]), ((2, 3, 7), (2, 3, 2), [3])])

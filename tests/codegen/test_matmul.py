@@ -11,7 +11,7 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-MATMUL_TARGETS = ("software", "gpu")  # the matmul kernels use no subgroups: gpu-subgroups is gpu here
+MATMUL_TARGETS = ("software", "gpu", "gpu-f16")  # the matmul kernels use no subgroups
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
     ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),

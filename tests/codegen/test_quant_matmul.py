@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
-from oprefs import TARGETS
+from oprefs import TARGETS, tolerance
 
 from webinfer import InferenceSession
 from webinfer.build import build
@@ -85,7 +85,7 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
     for shape in [(1, 1, k), (1, 5, k), (2, 19, k), (1, 1, k)]:
         x = rng.normal(size=shape).astype(np.float32)
         y = sess.run(None, {"x": x})[0]
-        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -103,7 +103,7 @@ def test_gemm_bias_alpha_and_transposed_weight(fmt, tmp_path, target):
     for rows in (1, 7):
         x = rng.normal(size=(rows, k)).astype(np.float32)
         y = sess.run(None, {"x": x})[0]
-        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w.T + 2.0 * c, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w.T + 2.0 * c, *tolerance(target, 1e-4, 1e-3))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -127,7 +127,7 @@ def test_tied_embedding_table_is_stored_once(fmt, tmp_path, target):
         ids = np.array(ids, np.int64)
         h = ref[ids % v]
         logits = sess.run(None, {"ids": ids})[0]
-        np.testing.assert_allclose(logits, h @ ref.T, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(logits, h @ ref.T, *tolerance(target, 1e-4, 1e-3))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -145,7 +145,7 @@ def test_fp32_gemv_and_gemm_from_one_artifact(tmp_path, target, k, n):
     assert whens == ["eq", "ne"]  # a decode (GEMV) step and a GEMM step
     for s in (1, 6):
         x = rng.normal(size=(1, s, k)).astype(np.float32)
-        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, *tolerance(target, 1e-4, 1e-4))
 
 
 def test_rewrite_leaves_activations_alone():

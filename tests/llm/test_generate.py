@@ -16,6 +16,7 @@ import webinfer
 from demos.recipes.smollm2 import ort_greedy
 from webinfer.errors import WebinferError
 from webinfer.llm.generate import Generator
+from webinfer.options import KERNEL_CLASSES
 from webinfer.runtime.session import run_sync
 
 
@@ -90,6 +91,7 @@ def test_logits_match_onnxruntime_per_class(tiny_llama_dir, tmp_path_factory, ta
     past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
             for i in ref.get_inputs() if i.name.startswith("past_key_values.")}
     ids = _ids(300, 11)
+    rel = 1e-4 if not KERNEL_CLASSES[target].use_f16 else 1e-2  # f16: q.k products and the KV cache in f16
     params = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
     step_ids, pos = ids, 0
     for step in range(3):
@@ -99,7 +101,8 @@ def test_logits_match_onnxruntime_per_class(tiny_llama_dir, tmp_path_factory, ta
         n = len(ids)
         want = ref.run(["logits"], {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, n), np.int64),
                                     "position_ids": np.arange(n, dtype=np.int64)[None], **past})[0][0, -1]
-        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+        err, peak = float(np.abs(got - want).max()), float(np.abs(want).max())
+        assert err <= rel * peak, f"step {step}: max abs err {err:.3g} > {rel} x peak {peak:.3g}"
         pos += len(step_ids)
         step_ids = [int(want.argmax())]
         ids = ids + step_ids

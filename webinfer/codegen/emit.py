@@ -49,8 +49,9 @@ def wgsl_literal(value, wgsl_type: str) -> str:
     raise ValueError(wgsl_type)
 
 
-_WG_VAR = re.compile(r"var<workgroup>\s*\w+\s*:\s*array<\s*(\w+)\s*,\s*(\d+)u?\s*>")
-_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "vec2f": 8, "vec4f": 16, "vec4<f32>": 16}
+_WG_VAR = re.compile(r"var<workgroup>\s*\w+\s*:\s*array<\s*(\w+(?:<\w+>)?)\s*,\s*(\d+)u?\s*>")
+_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "vec2f": 8, "vec4f": 16, "vec4<f32>": 16, "vec4<i32>": 16,
+          "vec4<u32>": 16, "vec4<f16>": 8, "vec2<f16>": 4}
 
 
 def workgroup_bytes(wgsl: str) -> int:

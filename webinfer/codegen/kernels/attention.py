@@ -94,9 +94,11 @@ def lower_attention(ctx) -> None:
     if ctx.kclass.attention == "flash" and "qk" not in writes and dq % 4 == 0 and dv % 4 == 0 \
             and max(dq, dv) <= FLASH_MAX_HEAD:
         # GPU class: K/V tiles in workgroup memory (FLASH_TILE_FLOATS floats of K and of V), one pass
-        bk = max(1, min(16, FLASH_TILE_FLOATS // max(dq, dv)))
+        f16 = ctx.kclass.use_f16  # gpu-f16: f16 tiles and q.k products
+        bk = max(1, min(16, FLASH_TILE_FLOATS * (2 if f16 else 1) // max(dq, dv)))
         ctx.dispatch("attention.wgsl.j2", reads, writes, grid=(D.ceildiv(sq, FLASH_BQ), D.mul(bq, hq), 1),
-                     params=params, wg=FLASH_BQ, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["k", "v"], **flags)
+                     params=params, wg=FLASH_BQ, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["k", "v"], f16=f16,
+                     **flags)
         return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
                  qk="qk" in writes, mode=mode, **flags)

@@ -50,9 +50,11 @@ def lower_cached_attention(ctx) -> None:
     past = kc.shape[2]
     total = D.add(past, s)
     params = {"s": s, "past": past, "n": D.mul(hkv * d, s)}
+    # the gpu-f16 class keeps its KV cache in f16 (half the bytes each decode step streams)
+    f16_cache = ["kc", "vc"] if ctx.kclass.use_f16 and ctx.kclass.attention == "flash" else []
     ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
                  {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
-                 fused=fused)
+                 fused=fused, f16_vars=f16_cache)
     out = ctx.output(0, q.dtype, q.shape)
     tm = mask.shape[-1]
     _, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
@@ -84,18 +86,20 @@ def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
     s, total, hq, d = params["s"], params["t"], common["hq"], common["d"]
     decode_when, prefill_when = row_steps(s)
     attrs = dict(bool_mask=mask.dtype == "bool", scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"), **common)
+    f16 = ctx.kclass.use_f16
+    cache = dict(f16=f16, f16_vars=["kc", "vc"] if f16 else [])
     if prefill_when != "skip":
-        bk = max(1, min(16, FLASH_TILE_FLOATS // d))
+        bk = max(1, min(16, FLASH_TILE_FLOATS * (2 if f16 else 1) // d))
         grid = (D.ceildiv(s, FLASH_BQ), hq, 1)
         ctx.dispatch("cached_flash.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=FLASH_BQ,
-                     when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], **attrs)
+                     when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], **cache, **attrs)
     if decode_when != "skip":
         nblk = D.ceildiv(total, SPLIT_CHUNK)
         part = ctx.temp("float32", (params["pairs"], nblk, d + 2))
         split_params = {**params, "nblk": nblk}
         ctx.dispatch("cached_flash.wgsl.j2", reads, {"part": part}, grid=(nblk, params["pairs"], 1),
                      params=split_params, wg=WG, when=decode_when, kind="split", chunk=SPLIT_CHUNK,
-                     subgroups=ctx.kclass.use_subgroups, vec4_vars=["kc"], **attrs)
+                     subgroups=ctx.kclass.use_subgroups, vec4_vars=["kc"], **cache, **attrs)
         n = D.mul(params["pairs"], d)
         ctx.dispatch("cached_flash.wgsl.j2", {"part": part}, {"out": out}, work=n, wg=WG, when=decode_when,
                      params={"s": s, "nblk": nblk, "n": n}, kind="merge", **attrs)

@@ -18,7 +18,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
-from .matmul import Operand, choose_tiling, matmul, requantize
+from .matmul import Operand, choose_tiling, matmul, requantize, tiled_matmul
 from .reduce import row_kernel, sum_stat
 
 WG = 64
@@ -255,9 +255,7 @@ def _conv_gemm(ctx, x, w, bias, out, win: Window, cs: ConvShape, *, transpose: b
         epilogue = f"epi({epilogue}, co, 0u, idx)"
     conv_out = f"fn conv_out(acc: {ct}, co: u32, idx: u32) -> {ct} {{ return {epilogue}; }}"
     bias_term = f" + {ct}(ld_bias(co))" if bias is not None else ""
-    grid = (D.ceildiv(npix, t.tn * t.wx), D.ceildiv(cs.cout_g, t.tm * t.wy), D.mul(x.shape[0], cs.group))
-    ctx.dispatch("matmul_tiled.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
-                 brank=2, ct=ct, epilogue=f"conv_out(acc{bias_term}, co, idx)",
+    tiled_matmul(ctx, reads, out, t, (cs.cout_g, npix, D.mul(x.shape[0], cs.group)), params, brank=2, ct=ct, epilogue=f"conv_out(acc{bias_term}, co, idx)",
                  epilogue_fn=f"{epilogue_fn}\n{conv_out}", has_c=False, zero={}, a_src="columns", b_src="im2col",
                  conv={"rank": x.rank - 2, "transpose": transpose, "x_zero": x_zero},
                  row_base=f"(wid.z % {cs.group}u) * {cs.cout_g}u + " if cs.group > 1 else "")

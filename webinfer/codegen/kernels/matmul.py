@@ -96,13 +96,11 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         epilogue = f"epi({epilogue}, row, col, idx)"
     t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct), ctx.kclass)
     if t.shared:
-        grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
         a_vec = _rows_vec4(a, k, ct, zero_points[0])
         b_vec = _rows_vec4(b, n, ct, zero_points[1])
-        ctx.dispatch("matmul_tiled.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
-                     when=when, brank=brank, ct=ct, epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None,
-                     zero=zero, a_src="vec" if a_vec else "strided", b_src="vec" if b_vec else "strided",
-                     vec4_vars=(["a"] if a_vec else []) + (["b"] if b_vec else []))
+        tiled_matmul(ctx, reads, out, t, (m, n, nb), params, when=when, brank=brank, ct=ct, epilogue=epilogue,
+                     epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, a_src="vec" if a_vec else "strided",
+                     b_src="vec" if b_vec else "strided", vec4_vars=(["a"] if a_vec else []) + (["b"] if b_vec else []))
         return
     grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
     vec = t.vec
@@ -121,6 +119,15 @@ def _vec4_ok(a: Operand, b: Operand, k, n, zero_points, ct: str) -> bool:
     return (ct == "f32" and a.tensor.dtype == "float32" and b.tensor.dtype == "float32"
             and zero_points == (None, None) and a.sc == 1 and b.sc == 1 and a.sr == k
             and b.sr == n and _divides(4, k) and _divides(4, n))
+
+
+def tiled_matmul(ctx, reads: dict, out, t: Tiling, mnb: tuple, params: dict, **tctx) -> None:
+    """Dispatch the workgroup-tiled kernel (matmul_tiled.wgsl.j2) over an (m, n, batch) product; the class's
+    f16 knob stages the tiles in f16 (f32 products only)."""
+    m, n, nb = mnb
+    grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
+    ctx.dispatch("matmul_tiled.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
+                 f16=ctx.kclass.use_f16, **tctx)
 
 
 def _rows_vec4(op: Operand, cols, ct: str, zero_point) -> bool:

@@ -14,7 +14,7 @@ from ... import dims as D
 from ...opschema import PER_WORD
 from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
-from .matmul import choose_tiling
+from .matmul import choose_tiling, tiled_matmul
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
 # 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.
@@ -105,9 +105,8 @@ def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wve
         epilogue = f"epi({epilogue}, row, col, idx)"
     a_vec = k % 4 == 0
     params = {"M": rows, "N": n, "K": k, "MN": D.mul(rows, n), "sam": k, "sak": 1, "scm": 0, "scn": 1}
-    grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
-    ctx.dispatch("matmul_tiled.wgsl.j2", {"a": reads.pop("x"), **reads}, {"out": out}, grid=grid,
-                 wg=t.wx * t.wy, params=params, when=when, t=t, brank=0, ct="f32", epilogue=epilogue,
+    tiled_matmul(ctx, {"a": reads.pop("x"), **reads}, out, t, (rows, n, 1), params, when=when, brank=0, ct="f32",
+                 epilogue=epilogue,
                  epilogue_fn=epilogue_fn, has_c=has_bias, zero={}, a_src="vec" if a_vec else "strided",
                  b_src="q", fmt=fmt, p_k=k, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []),
                  **layout)

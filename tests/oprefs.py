@@ -14,9 +14,9 @@ from webinfer.backend import WebinferRep
 RTOL, ATOL = 1e-4, 1e-5
 # Kernel classes every kernel test can run under (options.KERNEL_CLASSES): parametrize a test with
 # ``@pytest.mark.parametrize("target", TARGETS)`` and pass ``target=`` to check_node/check_model.
-TARGETS = ("software", "gpu", "gpu-subgroups", "gpu-f16")
-# Classes with f16 arithmetic (f16 products, f32 sums) are compared at f16's tolerance: float outputs within
-# F16_TOL (relative, and absolute scaled like the caller's) of the reference; the others as before.
+TARGETS = ("software", "gpu", "gpu-subgroups", "gpu-f16", "gpu-dp4a")
+# Classes with f16 arithmetic (f16 products, f32 sums) or int8 activations (dp4a) are compared at f16's
+# tolerance: float outputs within F16_TOL (relative, and absolute scaled like the caller's) of the reference.
 F16_TOL = 1e-2
 
 
@@ -25,7 +25,7 @@ def tolerance(target: str, rtol: float, atol: float) -> tuple[float, float]:
     ratio to the default rtol (an f16 product errs ~1e-3 relative where f32 errs ~1e-7)."""
     from webinfer.options import KERNEL_CLASSES
 
-    if KERNEL_CLASSES[target].use_f16:
+    if KERNEL_CLASSES[target].use_f16 or KERNEL_CLASSES[target].use_dp4a:
         return max(rtol, F16_TOL), max(atol * F16_TOL / RTOL, F16_TOL)
     return rtol, atol
 

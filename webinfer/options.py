@@ -93,7 +93,12 @@ GPU_SUBGROUPS = replace(GPU, name="gpu-subgroups", features=("subgroups",), use_
 # And with shader-f16: matmul and attention tiles staged in f16, f16 products, f32 accumulation; the KV cache in
 # f16. Opt-in (BuildOptions.f16): an f32 model's activations lose precision, and past 65504 overflow.
 GPU_F16 = replace(GPU_SUBGROUPS, name="gpu-f16", features=("shader-f16", "subgroups"), use_f16=True)
-KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16)}
+# int8/int4 decode GEMVs on packed integer dot products (dot4I8Packed, a WGSL language feature: the runtime
+# checks navigator.gpu.wgslLanguageFeatures), x quantized to int8 per block of 32 first (onnxruntime's DP4A
+# MatMulNBits, llama.cpp's MMVQ). Opt-in like f16: the activations lose precision.
+DP4A = "packed_4x8_integer_dot_product"
+GPU_DP4A = replace(GPU_SUBGROUPS, name="gpu-dp4a", features=("subgroups", DP4A), use_dp4a=True)
+KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A)}
 
 # --target: the classes an artifact carries, in order of preference among those an adapter can run.
 TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}

@@ -15,6 +15,7 @@ from oprefs import TARGETS, tolerance
 from webinfer import InferenceSession
 from webinfer.build import build
 from webinfer.graph.quantize import quantize_nk, quantize_weights
+from webinfer.options import KERNEL_CLASSES
 
 rng = np.random.default_rng(7)
 
@@ -80,12 +81,35 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
                        [onnx.numpy_helper.from_array(w, "w")])
     sess = build_quantized(proto, fmt, tmp_path, target)
     labels = [s["label"] for s in sess.artifact.manifest["steps"]]
-    assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * 2, labels  # one GEMV and one GEMM step
-    ref_w = unpack_reference(*quantize_nk(w.T, fmt), fmt, k).T
+    steps = 3 if KERNEL_CLASSES[target].use_dp4a else 2  # a GEMV and a GEMM step (dp4a: x quantized first)
+    assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels
+    words, params = quantize_nk(w.T, fmt)
+    ref_w = unpack_reference(words, params, fmt, k).T
     for shape in [(1, 1, k), (1, 5, k), (2, 19, k), (1, 1, k)]:
         x = rng.normal(size=shape).astype(np.float32)
         y = sess.run(None, {"x": x})[0]
+        if KERNEL_CLASSES[target].use_dp4a and shape[1] == 1:  # the decode GEMV on int8 activations
+            want = dp4a_reference(x.reshape(-1), ref_w, params, fmt)
+            np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+            continue
         np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
+
+
+def dp4a_reference(x: np.ndarray, ref_w: np.ndarray, params: np.ndarray, fmt: str) -> np.ndarray:
+    """What the dp4a GEMV computes, in numpy: x rounded (half to even) to int8 per block of 32 at scale
+    max|x| / 127; int4's per-block minimum multiplies the exact block sum of x (its own term)."""
+    k = x.size
+    kp = -(-k // 32) * 32
+    xb = np.zeros(kp, np.float32)
+    xb[:k] = x
+    xb = xb.reshape(-1, 32)
+    amax = np.abs(xb).max(axis=1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127.0) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    xq = (np.round(xb * inv) * (amax / np.float32(127.0))).reshape(-1)[:k].astype(np.float64)
+    if fmt == "int8":
+        return xq @ ref_w
+    mins = np.repeat(params[:, :, 1], 32, axis=1)[:, :k].T.astype(np.float64)  # [K, N] block minimum
+    return xq @ (ref_w - mins) + x.astype(np.float64) @ mins
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -59,11 +59,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     gemv_when, gemm_when = row_steps(rows)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:
-        vec4 = (["x"] if k % 4 == 0 else []) + (["wq"] if wvec else [])
-        ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
-                     when=gemv_when, kind="nk", tn=GPU_GEMV_TN, fmt=fmt, K=k, N=n, xvec=k % 4 == 0, wvec=wvec,
-                     vec4_vars=vec4, has_bias=ctx.has_input(3), epilogue_fn=epilogue_fn,
-                     subgroups=ctx.kclass.use_subgroups, **layout)
+        _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
     elif gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
                      when=gemv_when, kind="gemv", tn=GEMV_TN, **common)
@@ -74,6 +70,24 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
                      params={"M": rows}, kind="gemm", t=t, **common)
+
+
+def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool, epilogue_fn: str,
+              layout: dict) -> None:
+    """The GPU class's decode GEMV (gemv.wgsl.j2 'nk'). With the class's dp4a knob and int8/int4 weights, a
+    first pass quantizes x to int8 blocks and the GEMV takes packed integer dot products."""
+    common = dict(when=when, fmt=fmt, K=k, N=n, xvec=k % 4 == 0)
+    if ctx.kclass.use_dp4a and fmt in ("int8", "int4"):
+        nb = -(-k // 32)
+        xq, xs = ctx.temp("uint32", (nb * 8,)), ctx.temp("float32", (nb * 2,))
+        ctx.dispatch("gemv.wgsl.j2", {"x": reads["x"]}, {"xq": xq, "xs": xs}, work=nb, wg=64, kind="quantize_x",
+                     vec4_vars=["x"] if k % 4 == 0 else [], **common)
+        reads = {"xq": xq, "xs": xs, **{name: t for name, t in reads.items() if name != "x"}}
+    vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] if wvec else [])
+    ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
+                 kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,
+                 epilogue_fn=epilogue_fn, subgroups=ctx.kclass.use_subgroups, dp4a="xq" in reads, **common,
+                 **layout)
 
 
 def nbits_layout(ctx, fmt: str, k: int) -> dict:

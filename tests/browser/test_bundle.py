@@ -35,7 +35,7 @@ def test_site_layout_and_pages_accumulate(artifact, tmp_path, webinfer_wheel):
     tok.write_text("{}")
     bundle(artifact, site, demo="similarity", files=[str(tok)], wheel=webinfer_wheel)
     for rel in ("index.html", "site.json", "assets/webinfer.mjs", "assets/style.css", "pyodide/pyodide.mjs",
-                "pyodide/pyodide.asm.wasm", "model/index.html", "model/main.py", "model/artifact/manifest.json",
+                "pyodide/pyodide.asm.wasm", "model/index.html", "model/page.mjs", "model/artifact/manifest.json", "assets/worker.mjs",
                 "similarity/index.html", "similarity/page.mjs", "similarity/tokenizer.json"):
         assert os.path.isfile(os.path.join(site, rel)), rel
     meta = json.load(open(os.path.join(site, "site.json")))
@@ -47,7 +47,7 @@ def test_site_layout_and_pages_accumulate(artifact, tmp_path, webinfer_wheel):
     for rel in ("index.html", "model/index.html", "similarity/index.html"):
         assert "<script>alert" not in open(os.path.join(site, rel)).read()
     # Nothing refers to another origin.
-    for rel in ("index.html", "similarity/index.html", "assets/webinfer.mjs", "similarity/page.mjs"):
+    for rel in ("index.html", "similarity/index.html", "assets/webinfer.mjs", "assets/worker.mjs", "similarity/page.mjs"):
         text = open(os.path.join(site, rel)).read()
         assert "https://" not in text and "http://" not in text, rel
 

@@ -118,7 +118,7 @@ def test_similarity_matches_native(page, demo_site):
     a, b = "The café opened at 9 o'clock — très tôt!", "A coffee shop opens early in the morning."
     visit = Visit(page, url)
     got = visit.run(f"similarity/?a={quote(a)}&b={quote(b)}", "#result")
-    tok = Tokenizer.from_file(str(site / "similarity" / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(site / "similarity" / "artifact" / "assets" / "tokenizer.json"))
     tok.no_padding()
     ids = [tok.encode(t).ids for t in (a, b)]
     assert got["token-ids"] == ids
@@ -140,19 +140,33 @@ def test_similarity_matches_native(page, demo_site):
 
 
 def test_chat_matches_native_greedy(page, demo_site):
+    """Two turns in the page (the worker keeps the KV cache between them) against the native Generator's two
+    turns on the same artifact; then Stop."""
     from webinfer.llm.generate import Generator
 
     site, url = demo_site
     prompt, n = "What is the capital of France?", int(os.environ.get("WEBINFER_CHAT_TOKENS", "4"))
+    follow_up = "And of Italy?"
     visit = Visit(page, url)
     got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0", "#answer")
     gen = Generator.load(str(site / "chat" / "artifact"))
-    native = [t.id for t in gen.generate(prompt, chat=True, max_new_tokens=n, temperature=0.0)]
+    messages = [{"role": "user", "content": prompt}]
+    native = [t.id for t in gen.chat(messages, max_new_tokens=n, temperature=0.0)]
     assert got["prompt-ids"] == gen.stats["prompt_ids"]  # the page's pure-Python tokenizer vs `tokenizers`
     assert got["token-ids"] == native
     visit.check_local_and_screenshot("chat")
     st = got["stats"]
+    page.fill("#prompt", follow_up)
+    page.click("#send")
+    page.wait_for_function("() => !document.querySelector('#answer').dataset.done", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#answer[data-done]", state="attached", timeout=TIMEOUT_MS)
+    second = json.loads(page.locator("#answer").get_attribute("data-stats"))
+    messages += [{"role": "assistant", "content": gen.stats["text"]}, {"role": "user", "content": follow_up}]
+    native2 = [t.id for t in gen.chat(messages, max_new_tokens=n, temperature=0.0)]
+    assert second["prompt_ids"] == gen.stats["prompt_ids"] and second["token_ids"] == native2
+    assert second["reused_tokens"] >= len(got["prompt-ids"]) and gen.stats["reused_tokens"] >= len(got["prompt-ids"])
     # Stop: a long answer cancelled after its first streamed token ends early, and says so.
+    page.fill("#prompt", "Tell me a long story.")
     page.fill("#max", "200")
     page.click("#send")
     page.wait_for_function("() => !document.querySelector('#answer').dataset.done && "
@@ -163,4 +177,5 @@ def test_chat_matches_native_greedy(page, demo_site):
     stopped = json.loads(page.locator("#answer").get_attribute("data-stats"))
     assert stopped["cancelled"] and 0 < len(stopped["token_ids"]) < 200
     print(f"chat: ready {got['timings']['ready_ms']} ms cold, ttft {st['ttft_s']:.2f} s, "
-          f"decode {st['decode_tok_s']} tok/s")
+          f"decode {st['decode_tok_s']} tok/s; second turn ttft {second['ttft_s']:.2f} s "
+          f"({len(second['prompt_ids']) - second['reused_tokens']} of {len(second['prompt_ids'])} tokens prefilled)")

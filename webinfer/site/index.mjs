@@ -1,5 +1,5 @@
 // Index page: show the WebGPU adapter's name and limits, or a plain message when there is no WebGPU.
-import { adapterText, NoWebGPU } from "./webinfer.mjs";
+import { adapterText, NoWebGPU } from "./ui.mjs";
 
 const el = document.getElementById("adapter");
 const LIMITS = ["maxStorageBufferBindingSize", "maxBufferSize", "maxStorageBuffersPerShaderStage",

@@ -1,178 +1,202 @@
-// Shared boot for webinfer's pages: Pyodide + webinfer's wheel on one side, and on the other the GPU
-// device plus the artifact's weights, which JavaScript fetches shard by shard, checks (sha256), keeps in
-// Cache Storage and writes straight into GPU buffers, so they never pass through Python's heap.
-// Everything is fetched from this page's own origin (unless the site was bundled with --pyodide-url).
+// webinfer's JavaScript API. Everything heavy (Pyodide, WebGPU, the Python runtime) runs in one Web Worker
+// (worker.mjs) per page; this module only posts messages, so the page's main thread stays free to render.
+//
+//   import * as webinfer from "./assets/webinfer.mjs";
+//   const s = await webinfer.load("model/artifact/", { onProgress: (p) => console.log(p) });
+//   const out = await s.run({ x: new webinfer.Tensor("float32", new Float32Array(6), [1, 6]) });
+//   out.y.data, out.y.dims                                       // a typed array and its shape
+//   const chat = await webinfer.chat("chat/artifact/");
+//   for await (const t of chat.send([{ role: "user", content: "Hi!" }])) console.log(t.text);
+//   chat.cancel();                                               // stops the reply after the current token
+//
+// load(url, {onProgress}) -> Session {inputs, outputs, adapter, timings, run(feeds), encode(text), close()}
+//   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
+//   default to the input's static shape. run() resolves to {name: Tensor}.
+// chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
+//   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
+//   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
+//   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos}; temperature 0
+//   (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
+//   (ttft_s, decode_tok_s) and reused_tokens.
+// onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
 
-const CACHE_NAME = "webinfer-weights-v1";
+const TYPED = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, int16: Int16Array,
+  int32: Int32Array, int64: BigInt64Array, uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array,
+  uint64: BigUint64Array, bool: Uint8Array,
+};
+const OPTIONS = { maxNewTokens: "max_new_tokens", temperature: "temperature", topK: "top_k", topP: "top_p",
+  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos" };
 
-export class NoWebGPU extends Error {}
-
-export async function openGPU() {
-  if (!navigator.gpu) {
-    throw new NoWebGPU("This browser has no WebGPU (navigator.gpu is missing). Use a recent Chromium " +
-      "on a page served from 127.0.0.1 or over HTTPS; without a GPU, start it with --enable-unsafe-webgpu.");
+export class Tensor {
+  constructor(type, data, dims) {
+    if (!(type in TYPED)) throw new Error(`unknown tensor type ${type} (one of ${Object.keys(TYPED).join(", ")})`);
+    this.type = type;
+    this.data = toTyped(type, data);
+    this.dims = dims ? Array.from(dims, Number) : [this.data.length];
+    const n = this.dims.reduce((a, b) => a * b, 1);
+    if (n !== this.data.length) throw new Error(`${this.data.length} values do not fill dims [${this.dims}]`);
   }
-  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (!adapter) throw new NoWebGPU("navigator.gpu.requestAdapter() found no WebGPU adapter.");
-  // The same limits BrowserDevice.create asks for: big weights need big bindings.
-  const device = await adapter.requestDevice({ requiredLimits: {
-    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-    maxBufferSize: adapter.limits.maxBufferSize,
-  } });
-  return { adapter, device };
 }
 
-export function adapterText(adapter) {
-  const i = adapter.info || {};
-  return [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(" ") +
-    (adapter.isFallbackAdapter ? " (fallback adapter)" : "");
+function toTyped(type, data) {
+  const Typed = TYPED[type];
+  if (data instanceof Typed) return data;
+  const big = Typed === BigInt64Array || Typed === BigUint64Array;
+  return Typed.from(data, big ? (v) => BigInt(v) : (v) => Number(v));
 }
 
-function hex(buf) {
-  return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
-}
+let worker = null;
+let nextId = 1;
+const pending = new Map();
 
-function mib(n) {
-  return (n / 1048576).toFixed(1);
-}
-
-async function readBody(response, expected, onBytes) {
-  const out = new Uint8Array(expected);
-  let at = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (at + value.length > expected) throw new Error(`${response.url}: larger than the manifest says`);
-    out.set(value, at);
-    at += value.length;
-    onBytes(value.length);
-  }
-  if (at !== expected) throw new Error(`${response.url}: ${at} bytes, the manifest expects ${expected}`);
-  return out;
-}
-
-// Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes and where they came from.
-async function fetchShard(cache, url, entry, onBytes) {
-  const key = `${url}?sha256=${entry.sha256}`;
-  let response = cache ? await cache.match(key) : undefined;
-  const cached = Boolean(response);
-  if (!response) {
-    response = await fetch(url);
-    if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
-  }
-  const bytes = await readBody(response, entry.bytes, (n) => onBytes(n, cached));
-  const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
-  if (digest !== entry.sha256) {
-    if (cache) await cache.delete(key);
-    throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
-  }
-  if (cache && !cached) await cache.put(key, new Response(bytes));
-  return { bytes, cached };
-}
-
-// One storage buffer per weight tensor, as SessionCore._upload_weights makes them; every chunk is written
-// from its shard with queue.writeBuffer. Returns [[tensorId, GPUBuffer], ...] for the Python session.
-export async function loadWeights(device, artifactURL, manifest, progress) {
-  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-  const pairs = [];
-  const perShard = manifest.shards.map(() => []);
-  manifest.tensors.forEach((t, tid) => {
-    if (t.kind !== "weight") return;
-    let n = 1;
-    for (const d of t.shape) {
-      if (!Number.isInteger(d)) throw new Error(`weight tensor ${tid} has a symbolic shape`);
-      n *= d;
+function getWorker() {
+  if (worker) return worker;
+  worker = new Worker(new URL("./worker.mjs", import.meta.url), { type: "module" });
+  worker.onmessage = ({ data }) => {
+    const call = pending.get(data.id);
+    if (!call) return;
+    if (data.type === "result") {
+      pending.delete(data.id);
+      call.resolve(data.value);
+    } else if (data.type === "error") {
+      pending.delete(data.id);
+      call.reject(new Error(data.message));
+    } else {
+      call.onMessage?.(data);
     }
-    const buffer = device.createBuffer({ size: Math.max(16, Math.ceil((n * 4) / 16) * 16), usage });
-    pairs.push([tid, buffer]);
-    for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([buffer, offset, size, dst]);
-  });
-  const total = manifest.shards.reduce((s, e) => s + e.bytes, 0);
-  let loaded = 0;
-  let fromCache = 0;
-  let cache = null;
-  try {
-    cache = await caches.open(CACHE_NAME);
-  } catch (e) {
-    console.warn("Cache Storage unavailable; weights will be fetched every visit:", e);
-  }
-  progress(0, total, false);
-  for (let i = 0; i < manifest.shards.length; i++) {
-    const entry = manifest.shards[i];
-    const url = new URL(entry.file, artifactURL).href;
-    const { bytes, cached } = await fetchShard(cache, url, entry, (n, fromCacheNow) => {
-      loaded += n;
-      progress(loaded, total, fromCacheNow);
-    });
-    if (cached) fromCache += 1;
-    for (const [buffer, offset, size, dst] of perShard[i]) device.queue.writeBuffer(buffer, dst, bytes, offset, size);
-  }
-  return { pairs, total, fromCache, shards: manifest.shards.length };
-}
-
-export function progressBar(el) {
-  const bar = el.querySelector("progress");
-  const label = el.querySelector(".progress-label");
-  return (loaded, total, cached) => {
-    bar.max = total || 1;
-    bar.value = loaded;
-    const pct = total ? Math.floor((100 * loaded) / total) : 100;
-    label.textContent = `weights ${mib(loaded)} / ${mib(total)} MiB (${pct}%)${cached ? " from cache" : ""}`;
   };
+  worker.onerror = (event) => {
+    const err = new Error(`webinfer's worker failed: ${event.message || "could not start (see the console)"}`);
+    for (const call of pending.values()) call.reject(err);
+    pending.clear();
+  };
+  return worker;
 }
 
-// Boot a demo page: Pyodide + wheel in parallel with device + weights, then the page's main.py `setup`.
-// Returns { pyodide, py, adapter, device, timings }; `py` is main.py's globals.
-export async function startPage({ artifact, statusEl, progressEl, main = "main.py" }) {
-  const timings = {};
-  const here = new URL("./", location.href);
-  const root = new URL("../", here);
-  const status = (s) => { statusEl.textContent = s; };
-  const site = await (await fetch(new URL("site.json", root))).json();
-  const artifactURL = new URL(artifact, here);
-  status("loading Python, the GPU device and the weights…");
-  const python = (async () => {
-    const t = performance.now();
-    const pyodideURL = new URL(site.pyodide || "pyodide/", root).href;
-    const { loadPyodide } = await import(new URL("pyodide.mjs", pyodideURL).href);
-    const pyodide = await loadPyodide({ indexURL: pyodideURL });
-    await pyodide.loadPackage(new URL(site.wheel, root).href, { messageCallback: () => {} });
-    const source = await (await fetch(new URL(main, here))).text();
-    pyodide.runPython(source, { filename: main });
-    timings.python_ms = Math.round(performance.now() - t);
-    return pyodide;
-  })();
-  const gpu = (async () => {
-    const t = performance.now();
-    const { adapter, device } = await openGPU();
-    const manifest = await (await fetch(new URL("manifest.json", artifactURL))).json();
-    const weights = await loadWeights(device, artifactURL.href, manifest, progressBar(progressEl));
-    timings.weights_ms = Math.round(performance.now() - t);
-    timings.weight_bytes = weights.total;
-    timings.shards_from_cache = weights.fromCache;
-    timings.shards = weights.shards;
-    return { adapter, device, weights };
-  })();
-  const [pyodide, { adapter, device, weights }] = await Promise.all([python, gpu]);
-  status("compiling kernels…");
-  const t = performance.now();
-  const py = pyodide.globals;
-  await py.get("setup")(artifactURL.href, adapter, device, weights.pairs);
-  timings.session_ms = Math.round(performance.now() - t);
-  timings.ready_ms = Math.round(performance.now());  // since navigation start
-  return { pyodide, py, adapter, device, timings };
+function call(message, onMessage, transfer = []) {
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject, onMessage });
+    getWorker().postMessage({ ...message, id }, transfer);
+  });
 }
 
-export function showError(statusEl, outEl, err) {
-  const text = String(err && err.message ? err.message : err);
-  console.error(text);
-  statusEl.textContent = text;
-  statusEl.className = "error";
-  outEl.dataset.error = text;
-  outEl.dataset.done = "1";
+function absolute(url) {
+  return new URL(url, globalThis.document ? document.baseURI : location.href).href;
 }
 
-export function query() {
-  return new URLSearchParams(location.search);
+async function open(url, kind, { onProgress } = {}) {
+  const info = await call({ op: "load", url: absolute(url), kind }, (m) => m.progress && onProgress?.(m.progress));
+  info.timings.ready_ms = Math.round(performance.now());  // since this page started loading
+  return info;
+}
+
+/** Open an artifact (a folder URL) in the worker; resolves to a Session. */
+export async function load(url, options) {
+  return new Session(await open(url, "session", options));
+}
+
+/** Open a generation artifact (built from a decoder with a KV cache) for chat; resolves to a Chat. */
+export async function chat(url, options) {
+  return new Chat(await open(url, "chat", options));
+}
+
+class Session {
+  constructor(info) {
+    Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
+      adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer });
+  }
+
+  /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}. */
+  async run(feeds) {
+    const list = this.inputs.map((io) => {
+      if (!(io.name in feeds)) throw new Error(`missing feed for input ${io.name}`);
+      return toFeed(io, feeds[io.name]);
+    });
+    for (const name of Object.keys(feeds)) {
+      if (!this.inputs.some((io) => io.name === name)) throw new Error(`unknown input ${name}`);
+    }
+    const out = await call({ op: "run", handle: this.handle, feeds: list });
+    return Object.fromEntries(out.map((o) => [o.name, new Tensor(o.type, new TYPED[o.type](o.data), o.dims)]));
+  }
+
+  /** Token ids of `text` with the artifact's tokenizer (tokenizer.json bundled beside the model). */
+  encode(text) {
+    return call({ op: "encode", handle: this.handle, text: String(text) });
+  }
+
+  close() {
+    return call({ op: "close", handle: this.handle });
+  }
+}
+
+function toFeed(io, value) {
+  let t = value;
+  if (!(value instanceof Tensor)) {
+    const plain = ArrayBuffer.isView(value) || Array.isArray(value);
+    const data = plain ? value : value.data;
+    let dims = plain ? undefined : value.dims;
+    if (!dims) {
+      if (!io.dims.every(Number.isInteger)) {
+        throw new Error(`input ${io.name} has symbolic dims [${io.dims}]: pass {data, dims}`);
+      }
+      dims = io.dims;
+    }
+    t = new Tensor(plain ? io.type : value.type || io.type, data, dims);
+  }
+  if (t.type !== io.type) t = new Tensor(io.type, Array.from(t.data), t.dims);
+  return [io.name, t.type, t.dims, t.data];
+}
+
+class Chat extends Session {
+  constructor(info) {
+    super(info);
+    this.maxSeq = info.max_seq;
+    this.stats = null;
+    this.busy = false;
+  }
+
+  /** Stream the assistant's reply to the conversation `messages`: yields {id, text} per token. */
+  async *send(messages, options = {}) {
+    if (this.busy) throw new Error("a reply is still streaming: cancel it or wait for it first");
+    const opts = {};
+    for (const [k, v] of Object.entries(options)) {
+      if (!(k in OPTIONS)) throw new Error(`unknown chat option ${k} (${Object.keys(OPTIONS).join(", ")})`);
+      opts[OPTIONS[k]] = v;
+    }
+    this.busy = true;
+    const queue = [];
+    let wake = null;
+    let finished = false;
+    let failure = null;
+    const reply = call({ op: "chat", handle: this.handle, messages, options: opts }, (m) => {
+      if (m.type === "token") queue.push(m.token);
+      wake?.();
+    });
+    reply.then((stats) => { this.stats = stats; }, (err) => { failure = err; })
+      .finally(() => { finished = true; wake?.(); });
+    try {
+      for (;;) {
+        if (queue.length) {
+          yield queue.shift();
+        } else if (finished) {
+          if (failure) throw failure;
+          return;
+        } else {
+          await new Promise((resolve) => { wake = resolve; });
+          wake = null;
+        }
+      }
+    } finally {
+      if (!finished) this.cancel();  // the caller left the loop early
+      await reply.catch(() => {});
+      this.busy = false;
+    }
+  }
+
+  /** Stop the streaming reply after the current token (the cache keeps what was generated). */
+  cancel() {
+    getWorker().postMessage({ op: "cancel", handle: this.handle });
+  }
 }

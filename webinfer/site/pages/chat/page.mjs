@@ -1,46 +1,97 @@
-// Chat: stream SmolLM2's answer token by token (?prompt=...&max_new_tokens=N&greedy=1&seed=S runs at once);
-// Stop cancels after the current step; shows time to first token and decode tokens/s.
-import { query, showError, startPage } from "../assets/webinfer.mjs";
+// Chat: a conversation with a generation artifact through webinfer.chat (the model runs in a Web Worker, which
+// keeps the KV cache across turns and prefills only each new turn). The page shows the history; "New chat"
+// starts over; Stop cancels after the current token. ?prompt=...&max_new_tokens=N&greedy=1&seed=S sends the
+// first message at once. The reply being written is #answer, with data-token-ids, data-prompt-ids (the whole
+// conversation's ids), data-stats and data-done (or data-error) for automated checks.
+import * as webinfer from "../assets/webinfer.mjs";
+import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
-const answerEl = document.getElementById("answer");
+const historyEl = document.getElementById("history");
 const statsEl = document.getElementById("stats");
 const sendBtn = document.getElementById("send");
 const stopBtn = document.getElementById("stop");
+const newBtn = document.getElementById("new");
 const promptEl = document.getElementById("prompt");
 const greedyEl = document.getElementById("greedy");
 const maxEl = document.getElementById("max");
+const messages = [];
+let timings = {};
 
 function fmt(v, digits = 1) {
   return v === null || v === undefined ? "–" : Number(v).toFixed(digits);
 }
 
-async function send(py, seed) {
-  sendBtn.disabled = true;
-  stopBtn.disabled = false;
-  delete answerEl.dataset.done;
-  answerEl.textContent = "";
+function bubble(role, text) {
+  const el = document.createElement("div");
+  el.className = `msg ${role}`;
+  el.textContent = text;
+  historyEl.append(el);
+  return el;
+}
+
+function busy(on) {
+  sendBtn.disabled = on;
+  newBtn.disabled = on;
+  stopBtn.disabled = !on;
+}
+
+async function send(chat, seed) {
+  const text = promptEl.value;
+  if (!text.trim()) throw new Error("the message is empty");
+  messages.push({ role: "user", content: text });
+  bubble("user", text);
+  document.getElementById("answer")?.removeAttribute("id");
+  const answer = bubble("assistant", "");
+  answer.id = "answer";
+  answer.dataset.timings = JSON.stringify(timings);
+  historyEl.dataset.history = JSON.stringify(messages);
+  promptEl.value = "";
   statusEl.textContent = "generating…";
+  statusEl.className = "status";
+  busy(true);
   const ids = [];
-  const onToken = (id, text) => {
-    ids.push(id);
-    answerEl.textContent += text;
-    answerEl.dataset.tokenIds = JSON.stringify(ids);
-  };
+  const options = { maxNewTokens: Number(maxEl.value), seed,
+    ...(greedyEl.checked ? { temperature: 0 } : { temperature: 0.7, topP: 0.9 }) };
   try {
-    const stats = JSON.parse(await py.get("chat")(promptEl.value, Number(maxEl.value), greedyEl.checked, seed, onToken));
-    statsEl.textContent = `${stats.prompt_ids.length} prompt tokens, ${stats.token_ids.length} generated · ` +
-      `first token after ${fmt(stats.ttft_s, 2)} s · prefill ${fmt(stats.prefill_tok_s)} tok/s · ` +
-      `decode ${fmt(stats.decode_tok_s, 2)} tok/s${stats.cancelled ? " · stopped" : ""}`;
-    answerEl.dataset.tokenIds = JSON.stringify(stats.token_ids);
-    answerEl.dataset.promptIds = JSON.stringify(stats.prompt_ids);
-    answerEl.dataset.stats = JSON.stringify(stats);
-    answerEl.dataset.done = "1";
-    statusEl.textContent = "ready";
+    for await (const t of chat.send(messages, options)) {
+      ids.push(t.id);
+      answer.textContent += t.text;
+      answer.dataset.tokenIds = JSON.stringify(ids);
+    }
+  } catch (err) {
+    messages.pop();  // not part of the conversation: the model never answered it
+    historyEl.dataset.history = JSON.stringify(messages);
+    promptEl.value = text;
+    answer.classList.add("error");
+    answer.textContent = String(err.message || err);
+    throw err;
   } finally {
-    sendBtn.disabled = false;
-    stopBtn.disabled = true;
+    busy(false);
   }
+  const st = chat.stats;
+  answer.textContent = st.text;
+  messages.push({ role: "assistant", content: st.text });
+  historyEl.dataset.history = JSON.stringify(messages);
+  const used = st.prompt_ids.length + st.token_ids.length;
+  statsEl.textContent = `${st.prompt_ids.length} conversation tokens (${st.reused_tokens} reused from the cache, ` +
+    `${st.prompt_ids.length - st.reused_tokens} prefilled), ${st.token_ids.length} generated · first token ` +
+    `after ${fmt(st.ttft_s, 2)} s · decode ${fmt(st.decode_tok_s, 2)} tok/s · ${used} of ${chat.maxSeq} ` +
+    `positions${st.cancelled ? " · stopped" : ""}`;
+  answer.dataset.tokenIds = JSON.stringify(st.token_ids);
+  answer.dataset.promptIds = JSON.stringify(st.prompt_ids);
+  answer.dataset.stats = JSON.stringify(st);
+  answer.dataset.done = "1";
+  statusEl.textContent = "ready";
+}
+
+function newChat() {
+  messages.length = 0;
+  historyEl.replaceChildren();
+  historyEl.dataset.history = "[]";
+  statsEl.textContent = "";
+  statusEl.textContent = "new conversation";
+  statusEl.className = "status";
 }
 
 async function main() {
@@ -50,18 +101,19 @@ async function main() {
   if (q.has("greedy")) greedyEl.checked = q.get("greedy") === "1";
   const seed = Number(q.get("seed") || 0);
   if (!Number.isInteger(seed) || seed < 0) throw new Error("seed must be a non-negative integer");
-  const { py, timings } = await startPage({ artifact: "artifact/", statusEl,
-    progressEl: document.getElementById("progress") });
+  const chat = await webinfer.chat("artifact/", {
+    onProgress: progressBar(document.getElementById("progress"), statusEl) });
+  timings = chat.timings;
   document.body.dataset.ready = "1";
-  document.getElementById("timings").textContent = `ready in ${timings.ready_ms} ms ` +
-    `(Python ${timings.python_ms} ms, weights ${timings.weights_ms} ms, kernels + warm-up ${timings.session_ms} ms)`;
-  answerEl.dataset.timings = JSON.stringify(timings);
+  document.getElementById("timings").textContent = timingText(timings);
+  historyEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready";
-  const guard = (p) => p.catch((e) => showError(statusEl, answerEl, e));
-  sendBtn.disabled = false;
-  sendBtn.onclick = () => guard(send(py, seed));
-  stopBtn.onclick = () => py.get("cancel")();
-  if (q.has("prompt")) await send(py, seed);
+  const guard = (p) => p.catch((e) => showError(statusEl, document.getElementById("answer") || historyEl, e));
+  busy(false);
+  sendBtn.onclick = () => guard(send(chat, seed));
+  stopBtn.onclick = () => chat.cancel();
+  newBtn.onclick = newChat;
+  if (q.has("prompt")) await guard(send(chat, seed));
 }
 
-main().catch((e) => showError(statusEl, answerEl, e));
+main().catch((e) => showError(statusEl, document.getElementById("answer") || historyEl, e));

@@ -1,27 +1,44 @@
-// Generic page: boot, run the artifact once on inputs of ones, print output shapes and first values.
-import { showError, startPage } from "../assets/webinfer.mjs";
+// Generic page: load the artifact with webinfer's JS API, run it once on inputs of ones (symbolic dims set
+// to 1), print each output's shape and first values.
+import * as webinfer from "../assets/webinfer.mjs";
+import { progressBar, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
 
-async function runOnce(py) {
-  const r = JSON.parse(await py.get("run_once")());
-  resultEl.textContent = Object.entries(r.outputs)
-    .map(([n, o]) => `${n}: ${o.dtype}[${o.shape}] ${JSON.stringify(o.head)}`).join("\n") + `\n(${r.run_ms} ms)`;
-  resultEl.dataset.outputs = JSON.stringify(r.outputs);
+function ones(io) {
+  const dims = io.dims.map((d) => (Number.isInteger(d) ? d : 1));
+  const n = dims.reduce((a, b) => a * b, 1);
+  return new webinfer.Tensor(io.type, new Array(n).fill(1), dims);
+}
+
+function plain(v) {
+  return typeof v === "bigint" ? Number(v) : Number.isFinite(v) ? v : String(v);
+}
+
+async function runOnce(session) {
+  const feeds = Object.fromEntries(session.inputs.map((io) => [io.name, ones(io)]));
+  const t0 = performance.now();
+  const out = await session.run(feeds);
+  const ms = (performance.now() - t0).toFixed(1);
+  const preview = Object.fromEntries(Object.entries(out).map(([name, t]) =>
+    [name, { dtype: t.type, shape: t.dims, head: Array.from(t.data.slice(0, 8), plain) }]));
+  resultEl.textContent = Object.entries(preview)
+    .map(([n, o]) => `${n}: ${o.dtype}[${o.shape}] ${JSON.stringify(o.head)}`).join("\n") + `\n(${ms} ms)`;
+  resultEl.dataset.outputs = JSON.stringify(preview);
   resultEl.dataset.done = "1";
 }
 
 async function main() {
-  const { py, timings } = await startPage({ artifact: "artifact/", statusEl,
-    progressEl: document.getElementById("progress") });
-  document.getElementById("timings").textContent = `ready in ${timings.ready_ms} ms`;
+  const session = await webinfer.load("artifact/", {
+    onProgress: progressBar(document.getElementById("progress"), statusEl) });
+  document.getElementById("timings").textContent = timingText(session.timings);
   statusEl.textContent = "running…";
-  await runOnce(py);
+  await runOnce(session);
   statusEl.textContent = "done";
   const btn = document.getElementById("run");
   btn.disabled = false;
-  btn.onclick = () => runOnce(py).catch((e) => showError(statusEl, resultEl, e));
+  btn.onclick = () => runOnce(session).catch((e) => showError(statusEl, resultEl, e));
 }
 
 main().catch((e) => showError(statusEl, resultEl, e));

@@ -1,0 +1,57 @@
+"""The README's JavaScript API example, run as written: a page that loads a model and a chat through
+webinfer.mjs (its Web Worker) and prints the model's outputs and a streamed reply, checked against native
+webinfer and onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+
+from demos.recipes.smollm2 import ort_greedy
+
+pytestmark = pytest.mark.browser
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_example() -> str:
+    text = README.read_text()
+    block = text.split("<!-- js-api-example -->", 1)[1]
+    return block.split("```html\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_example_runs(page, tiny_site):
+    from webinfer.llm.generate import Generator
+    from webinfer.runtime.inference import InferenceSession
+
+    example = readme_example()
+    assert 8 <= len(example.strip().splitlines()) <= 14, "the README promises a ten-line example"
+    (tiny_site["site"] / "example.html").write_text(example)
+    requests, console = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: console.append(m.text))
+    page.goto(tiny_site["url"] + "example.html")
+    page.wait_for_selector("#out[data-done]", state="attached", timeout=300_000)
+    text = page.locator("#out").inner_text()
+    stats = json.loads(page.locator("#out").get_attribute("data-done"))
+
+    x = np.arange(1, 6, dtype=np.float32)[None]
+    native = InferenceSession(str(tiny_site["model"])).run(None, {"x": x})[0]
+    np.testing.assert_allclose(native, np.tanh(x @ tiny_site["w"]), rtol=1e-5, atol=1e-6)
+    head, reply = text.split("\n", 1)
+    got = re.fullmatch(r"y = \[(.*)\] \(dims \[1,4\]\)", head)
+    assert got, head
+    np.testing.assert_allclose([float(v) for v in got.group(1).split(",")], native[0], rtol=1e-5, atol=1e-6)
+
+    gen = Generator.load(str(tiny_site["chat"]))
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    want = [t.id for t in gen.chat(messages, max_new_tokens=16)]
+    assert stats["prompt_ids"] == gen.stats["prompt_ids"] and stats["token_ids"] == want
+    assert want == ort_greedy(tiny_site["chat_model"] / "model.onnx", gen.stats["prompt_ids"], len(want))[0]
+    assert reply == gen.stats["text"]
+    assert any(line.startswith("weights") for line in console)  # onProgress saw the weights stream in
+    assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}

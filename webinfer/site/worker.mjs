@@ -1,0 +1,236 @@
+// The Web Worker behind webinfer.mjs: Pyodide, WebGPU and webinfer's Python runtime run here, so the page's
+// main thread only renders. One worker per page serves every session it opens, over one GPU device.
+//
+// Messages in:  {id, op: "load", url, kind: "session" | "chat"}  {id, op: "run", handle, feeds}
+//               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options}
+//               {op: "cancel", handle}  {id, op: "close", handle}
+// Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}
+//               {id, type: "result", value}  {id, type: "error", message}
+//
+// Weights never pass through Python: the worker fetches each shard (Cache Storage first), checks its sha256
+// and writes it into GPU buffers; Python opens the session over those buffers. Everything is fetched from
+// this site's own origin (unless the site was bundled with --pyodide-url).
+
+const CACHE_NAME = "webinfer-weights-v1";
+const ROOT = new URL("../", import.meta.url);
+const started = performance.now();
+
+let sitePromise = null;
+let pythonPromise = null;
+let gpuPromise = null;
+let hostPromise = null;
+
+function site() {
+  sitePromise ??= fetch(new URL("site.json", ROOT)).then((r) => {
+    if (!r.ok) throw new Error(`GET site.json: HTTP ${r.status}`);
+    return r.json();
+  });
+  return sitePromise;
+}
+
+// Pyodide + webinfer's browser wheel, once per worker.
+function python() {
+  pythonPromise ??= (async () => {
+    const t = performance.now();
+    const s = await site();
+    const base = new URL(s.pyodide || "pyodide/", ROOT).href;
+    const { loadPyodide } = await import(new URL("pyodide.mjs", base).href);
+    const pyodide = await loadPyodide({ indexURL: base });
+    await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
+    const webpage = pyodide.pyimport("webinfer.runtime.webpage");
+    return { pyodide, webpage, ms: Math.round(performance.now() - t) };
+  })();
+  return pythonPromise;
+}
+
+// The WebGPU adapter and device, once per worker.
+export async function openGPU() {
+  if (!navigator.gpu) {
+    throw new Error("This browser has no WebGPU (navigator.gpu is missing in workers). Use a recent Chromium " +
+      "on a page served from 127.0.0.1 or over HTTPS; without a GPU, start it with --enable-unsafe-webgpu.");
+  }
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) throw new Error("navigator.gpu.requestAdapter() found no WebGPU adapter.");
+  // The same limits BrowserDevice.create asks for: big weights need big bindings.
+  const device = await adapter.requestDevice({ requiredLimits: {
+    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+    maxBufferSize: adapter.limits.maxBufferSize,
+  } });
+  return { adapter, device };
+}
+
+function gpu() {
+  gpuPromise ??= openGPU();
+  return gpuPromise;
+}
+
+function host() {
+  hostPromise ??= Promise.all([python(), gpu()]).then(([py, g]) => py.webpage.WorkerHost(g.adapter, g.device));
+  return hostPromise;
+}
+
+function hex(buf) {
+  return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function readBody(response, expected, onBytes) {
+  const out = new Uint8Array(expected);
+  let at = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (at + value.length > expected) throw new Error(`${response.url}: larger than the manifest says`);
+    out.set(value, at);
+    at += value.length;
+    onBytes(value.length);
+  }
+  if (at !== expected) throw new Error(`${response.url}: ${at} bytes, the manifest expects ${expected}`);
+  return out;
+}
+
+// Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes and where they came from.
+async function fetchShard(cache, url, entry, onBytes) {
+  const key = `${url}?sha256=${entry.sha256}`;
+  let response = cache ? await cache.match(key) : undefined;
+  const cached = Boolean(response);
+  if (!response) {
+    response = await fetch(url);
+    if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+  }
+  const bytes = await readBody(response, entry.bytes, (n) => onBytes(n, cached));
+  const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
+  if (digest !== entry.sha256) {
+    if (cache) await cache.delete(key);
+    throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
+  }
+  if (cache && !cached) await cache.put(key, new Response(bytes));
+  return { bytes, cached };
+}
+
+// One storage buffer per weight tensor, as SessionCore._upload_weights makes them; every chunk is written
+// from its shard with queue.writeBuffer. Returns [[tensorId, GPUBuffer], ...] for the Python session.
+export async function loadWeights(device, artifactURL, manifest, progress) {
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const pairs = [];
+  const perShard = manifest.shards.map(() => []);
+  manifest.tensors.forEach((t, tid) => {
+    if (t.kind !== "weight") return;
+    let n = 1;
+    for (const d of t.shape) {
+      if (!Number.isInteger(d)) throw new Error(`weight tensor ${tid} has a symbolic shape`);
+      n *= d;
+    }
+    const buffer = device.createBuffer({ size: Math.max(16, Math.ceil((n * 4) / 16) * 16), usage });
+    pairs.push([tid, buffer]);
+    for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([buffer, offset, size, dst]);
+  });
+  const total = manifest.shards.reduce((s, e) => s + e.bytes, 0);
+  let loaded = 0;
+  let fromCache = 0;
+  let cache = null;
+  try {
+    cache = await caches.open(CACHE_NAME);
+  } catch (e) {
+    console.warn("Cache Storage unavailable; weights will be fetched every visit:", e);
+  }
+  progress({ phase: "weights", loaded: 0, total, cached: false });
+  for (let i = 0; i < manifest.shards.length; i++) {
+    const entry = manifest.shards[i];
+    const url = new URL(entry.file, artifactURL).href;
+    const { bytes, cached } = await fetchShard(cache, url, entry, (n, fromCacheNow) => {
+      loaded += n;
+      progress({ phase: "weights", loaded, total, cached: fromCacheNow });
+    });
+    if (cached) fromCache += 1;
+    for (const [buffer, offset, size, dst] of perShard[i]) device.queue.writeBuffer(buffer, dst, bytes, offset, size);
+  }
+  return { pairs, total, fromCache, shards: manifest.shards.length };
+}
+
+// -- operations ------------------------------------------------------------------------------------------
+async function load({ url, kind }, post) {
+  const progress = (p) => post({ type: "progress", progress: p });
+  const timings = {};
+  const artifactURL = new URL(url.endsWith("/") ? url : url + "/", ROOT).href;
+  progress({ phase: "python" });
+  const py = python();  // Pyodide boots while the weights stream in
+  const { device } = await gpu();
+  const t = performance.now();
+  const mresp = await fetch(new URL("manifest.json", artifactURL));
+  if (!mresp.ok) throw new Error(`GET ${artifactURL}manifest.json: HTTP ${mresp.status}`);
+  const weights = await loadWeights(device, artifactURL, await mresp.json(), progress);
+  Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,
+    shards_from_cache: weights.fromCache, shards: weights.shards });
+  timings.python_ms = (await py).ms;
+  progress({ phase: "compile" });
+  const t2 = performance.now();
+  const h = await host();
+  const open = kind === "chat" ? h.open_chat : h.open_session;
+  const info = JSON.parse(await open(artifactURL, weights.pairs));
+  timings.session_ms = Math.round(performance.now() - t2);
+  timings.worker_ms = Math.round(performance.now() - started);
+  return { ...info, timings };
+}
+
+async function run({ handle, feeds }) {
+  const h = await host();
+  const out = await h.run(handle, feeds);
+  try {
+    const list = out.toJs({ create_proxies: false });
+    return list.map(([name, type, dims, data]) => ({ name, type, dims, data: new Uint8Array(data).buffer }));
+  } finally {
+    out.destroy();
+  }
+}
+
+async function encode({ handle, text }) {
+  const h = await host();
+  const ids = h.encode(handle, text);
+  try {
+    return ids.toJs();
+  } finally {
+    ids.destroy();
+  }
+}
+
+async function chat({ handle, messages, options }, post) {
+  const h = await host();
+  const onToken = (id, text) => post({ type: "token", token: { id, text } });
+  return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
+}
+
+async function close({ handle }) {
+  (await host()).close(handle);
+  return null;
+}
+
+const OPS = { load, run, encode, chat, close };
+
+// A Python exception arrives with its traceback: keep its last line, without webinfer's class path.
+function errorText(err) {
+  const text = String(err && err.message ? err.message : err);
+  const lines = text.trim().split("\n");
+  const last = lines[lines.length - 1];
+  if (!text.includes("Traceback")) return text;
+  return last.replace(/^webinfer\.errors\.WebinferError: /, "");
+}
+
+self.onmessage = async (event) => {
+  const msg = event.data;
+  if (msg.op === "cancel") {  // answered by the chat's own result, which stops after the current step
+    hostPromise?.then((h) => h.cancel(msg.handle));
+    return;
+  }
+  const post = (m) => self.postMessage({ id: msg.id, ...m });
+  try {
+    const op = OPS[msg.op];
+    if (!op) throw new Error(`unknown operation ${msg.op}`);
+    const value = await op(msg, post);
+    const transfer = Array.isArray(value) ? value.map((o) => o.data).filter((d) => d instanceof ArrayBuffer) : [];
+    self.postMessage({ id: msg.id, type: "result", value }, transfer);
+  } catch (err) {
+    console.error(err);
+    post({ type: "error", message: errorText(err) });
+  }
+};

@@ -1,5 +1,6 @@
 """Bring your own model: tiny random decoders of several architectures, as torch dynamo and Hugging Face optimum
-export them (fixtures from scripts/export_fixtures.py), build for generation and give onnxruntime's greedy ids
+export them (fixtures from scripts/export_fixtures.py; plus transformers' eager attention and torch's opset-23
+Attention/RotaryEmbedding/RMSNormalization for a few), build for generation and give onnxruntime's greedy ids
 (onnxruntime runs the same ONNX with its past/present tensors through the host) for a short and a 200-token
 prompt."""
 
@@ -16,9 +17,6 @@ from webinfer.llm.generate import Generator
 
 DATA = Path(__file__).parent / "data" / "decoders"
 FIXTURES = sorted(p.stem for p in DATA.glob("*.onnx"))
-# fixtures whose spelling no rewrite matches yet (strict: they fail the run once they pass)
-NOT_YET = {"gemma2-dynamo": "Gemma 2's tanh soft-cap on the attention scores is not matched yet",
-           "gemma2-optimum": "Gemma 2's tanh soft-cap on the logits and the scores is not matched yet"}
 VOCAB = 256
 NEW_TOKENS = 16
 PROMPTS = {"short": 5, "long": 200}
@@ -29,8 +27,7 @@ def _prompt(n: int, seed: int) -> list[int]:
     return [rng.randrange(3, VOCAB) for _ in range(n)]
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param(n, marks=pytest.mark.xfail(reason=NOT_YET[n], strict=True)) if n in NOT_YET else n for n in FIXTURES])
+@pytest.fixture(scope="module", params=FIXTURES)
 def decoder(request, tmp_path_factory):
     name = request.param
     art = tmp_path_factory.mktemp(name) / f"{name}.wi"

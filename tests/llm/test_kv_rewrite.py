@@ -52,3 +52,38 @@ def test_no_cache_no_rewrite():
                               opset_imports=[helper.make_opsetid("", 20)])
     assert generation_rewrites(import_model(model), None) is None
     onnx.checker.check_model(model)
+
+
+def _attention_model(between: str | None):
+    """q [1, 2, s, 4] attends over Concat(past, k_new); ``between`` is an op inserted between q·kᵀ and the
+    Softmax (None: the plain spelling)."""
+    info = helper.make_tensor_value_info
+    inputs = [info("q", TensorProto.FLOAT, [1, 2, "s", 4]), info("k_new", TensorProto.FLOAT, [1, 2, "s", 4]),
+              info("past_key_values.0.key", TensorProto.FLOAT, [1, 2, "p", 4]),
+              info("v_new", TensorProto.FLOAT, [1, 2, "s", 4]),
+              info("past_key_values.0.value", TensorProto.FLOAT, [1, 2, "p", 4])]
+    outputs = [info("logits", TensorProto.FLOAT, None), info("present.0.key", TensorProto.FLOAT, None),
+               info("present.0.value", TensorProto.FLOAT, None)]
+    nodes = [helper.make_node("Concat", ["past_key_values.0.key", "k_new"], ["present.0.key"], axis=-2),
+             helper.make_node("Concat", ["past_key_values.0.value", "v_new"], ["present.0.value"], axis=-2),
+             helper.make_node("Transpose", ["present.0.key"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"])]
+    if between:
+        nodes.append(helper.make_node(between, ["scores"], ["scores2"]))
+    nodes += [helper.make_node("Softmax", ["scores2" if between else "scores"], ["probs"], axis=-1),
+              helper.make_node("MatMul", ["probs", "present.0.value"], ["logits"])]
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", 20)])
+
+
+def test_attention_without_mask_or_scale_is_matched():
+    model = import_model(_attention_model(None))
+    assert kv_cache.run(model, max_seq=16) == 1
+    node = next(n for n in model.graph if n.op_type == "CachedAttention")
+    assert node.attributes["scale"].as_float() == 1.0 and node.attributes["softcap"].as_float() == 0.0
+
+
+def test_refusal_names_the_pattern_that_failed():
+    with pytest.raises(kv_cache.KVCacheError) as e:
+        kv_cache.run(import_model(_attention_model("Relu")), max_seq=16)
+    assert "Softmax" in str(e.value) and "is not q·kᵀ" in str(e.value)

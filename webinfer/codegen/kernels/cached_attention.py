@@ -4,7 +4,8 @@ Written by the KV-cache rewrite (graph/llm/kv_cache.py). Inputs: q [1, Hq, S, D]
 [1, Hkv, S, D], an additive (float) or boolean mask broadcastable to [1, Hq, S, T], and the two cache
 states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim. With
 ``bshd_rotary=1`` q, k, v (and the output) are [1, S, heads, D] and two more inputs, cos and sin
-[1, S, D], rotate q and k (rotate_half) as they are read.
+[1, S, D], rotate q and k (rotate_half) as they are read. ``softcap`` > 0 caps the scaled scores as
+``softcap * tanh(s / softcap)`` before the mask (Gemma 2).
 
 Two dispatches: a copy of the S new rows into positions [past, past + S) of both caches (in place, no
 copy of the rest of the cache), then one workgroup per (query head, query row) that streams the keys in
@@ -61,13 +62,15 @@ def lower_cached_attention(ctx) -> None:
     pairs = D.mul(hq, s)
     params = {"s": s, "t": total, "tm": tm, "mh": mh, "ms": ms, "pairs": pairs}
     reads = {"q": ctx.gpu(q), "kc": kc, "vc": vc, "mask": ctx.gpu(mask), **rot}
+    limit = float(ctx.attr("softcap", 0.0))  # Gemma 2: scores -> limit * tanh(scores / limit) before the mask
+    softcap = wgsl_literal(limit, "f32") if limit > 0 else None
     # The class's kernel: "serial" (one invocation per query row and head, registers only) or "workgroup" (a
     # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
     # dearly for barriers.
     if ctx.kclass.attention == "serial":
         ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=pairs, params=params, wg=SERIAL_WG,
                      kind="serial", d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused,
-                     bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"],
+                     bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"], softcap=softcap,
                      scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         return
     if ctx.kclass.attention == "flash":
@@ -77,6 +80,7 @@ def lower_cached_attention(ctx) -> None:
     ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
                  hq=hq, fused=fused,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
+                 softcap=softcap,
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..passes._util import new_initializer
+from ..passes._util import const, new_initializer
 
 DOMAIN = "webinfer"
 LOGITS = "logits"
@@ -38,9 +38,10 @@ def last_token_logits(model: ir.Model) -> int:
     logits = _graph_output(graph, LOGITS)
     if logits is None:
         raise HeadError("the model has no 'logits' output")
-    head = logits.producer()
-    if head is None or head.op_type != "MatMul" or head.inputs[0].shape is None or len(head.inputs[0].shape) != 3:
-        raise HeadError("'logits' must come from a MatMul over [batch, sequence, hidden]")
+    head, chain = _head_matmul(logits)
+    if head is None or head.inputs[0].shape is None or len(head.inputs[0].shape) != 3:
+        raise HeadError("'logits' must come from a MatMul over [batch, sequence, hidden] (then at most "
+                        "elementwise ops with constants, such as Gemma 2's final soft-cap)")
     hidden = head.inputs[0]
     starts = new_initializer(graph, np.array([-1], np.int64), "last_token_start")
     ends = new_initializer(graph, np.array([INT64_MAX], np.int64), "last_token_end")
@@ -50,8 +51,32 @@ def last_token_logits(model: ir.Model) -> int:
     b, _, h = hidden.shape
     sl.outputs[0].dtype, sl.outputs[0].shape = hidden.dtype, ir.Shape([b, 1, h])
     head.replace_input_with(0, sl.outputs[0])
-    logits.shape = ir.Shape([logits.shape[0], 1, logits.shape[2]]) if logits.shape is not None else None
+    for v in [head.outputs[0], *chain]:  # the rows are independent: every value after the MatMul has one
+        v.shape = ir.Shape([v.shape[0], 1, v.shape[2]]) if v.shape is not None and len(v.shape) == 3 else None
     return 1
+
+
+_ROWWISE = {"Mul", "Div", "Add", "Sub", "Tanh", "Cast", "Identity"}
+
+
+def _head_matmul(logits: ir.Value) -> tuple[ir.Node | None, list[ir.Value]]:
+    """The LM-head MatMul under ``logits`` and the values between them (elementwise ops whose other inputs
+    are constants, e.g. ``30 * tanh(x / 30)``), or (None, [])."""
+    chain, value = [], logits
+    for _ in range(8):
+        node = value.producer()
+        if node is None or node.domain not in ("", "ai.onnx"):
+            return None, []
+        if node.op_type == "MatMul":
+            return node, chain
+        if node.op_type not in _ROWWISE:
+            return None, []
+        data = [v for v in node.inputs if v is not None and const(v) is None]
+        if len(data) != 1 or any(const(v) is not None and const(v).size != 1 for v in node.inputs if v is not None):
+            return None, []
+        chain.append(value)
+        value = data[0]
+    return None, []
 
 
 def sample_token(model: ir.Model, max_seq: int) -> int:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx_ir as ir
 
-from ..passes._util import const, int_attr
+from ..passes._util import const, int_attr, new_initializer, replace_value
+from . import attention_match
 
 DOMAIN = "webinfer"
 META_KEY = "webinfer.kv_cache"
-_VIEW_OPS = {"Reshape", "Transpose", "Expand", "Unsqueeze", "Squeeze", "Identity"}
 
 
 class KVCacheError(ValueError):
@@ -49,73 +50,6 @@ def kv_concats(graph: ir.Graph) -> dict[ir.Value, ir.Node]:
 
 def is_kv_model(model: ir.Model) -> bool:
     return bool(kv_concats(model.graph))
-
-
-def _through_views(value: ir.Value, concats: dict) -> ir.Node | None:
-    """Follow a chain of view-like ops back to one of the KV Concat nodes."""
-    for _ in range(12):
-        node = value.producer()
-        if node is None:
-            return None
-        if node in concats.values():
-            return node
-        if node.op_type not in _VIEW_OPS or node.domain != "":
-            return None
-        value = node.inputs[0]
-    return None
-
-
-def _scalar(value: ir.Value) -> float | None:
-    c = const(value)
-    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 and c.dtype.kind == "f" else None
-
-
-def _unscale(value: ir.Value) -> tuple[ir.Value, float]:
-    """x * c (a scalar constant, either side) -> (x, c); anything else -> (value, 1)."""
-    node = value.producer()
-    if node is not None and node.op_type == "Mul" and node.domain == "":
-        for i in (0, 1):
-            c = _scalar(node.inputs[1 - i])
-            if c is not None:
-                return node.inputs[i], c
-    return value, 1.0
-
-
-def _match(softmax: ir.Node, concats: dict) -> dict | None:
-    """The attention around one Softmax, or None when it is not over the KV cache."""
-    if int_attr(softmax, "axis", -1) not in (-1, 3):
-        return None
-    add = softmax.inputs[0].producer()
-    if add is None or add.op_type != "Add" or add.domain != "":
-        return None
-    for i in (0, 1):
-        scores = add.inputs[i].producer()
-        if scores is not None and scores.op_type == "MatMul" and scores.domain == "":
-            mask = add.inputs[1 - i]
-            break
-    else:
-        return None
-    q, sq = _unscale(scores.inputs[0])
-    kt, sk = _unscale(scores.inputs[1])
-    k_concat = _through_views(kt, concats)
-    probs = softmax.outputs[0]
-    users = [u.node for u in probs.uses()]
-    isnan = [n for n in users if n.op_type == "IsNaN"]
-    if isnan:  # the exporter's guard for fully masked rows: Where(IsNaN(p), 0, p)
-        where = [u.node for u in isnan[0].outputs[0].uses()]
-        if len(where) != 1 or where[0].op_type != "Where" or where[0].inputs[2] is not probs:
-            return None
-        if any(n is not isnan[0] and n is not where[0] for n in users):
-            return None
-        probs, users = where[0].outputs[0], [u.node for u in where[0].outputs[0].uses()]
-    if len(users) != 1 or users[0].op_type != "MatMul" or users[0].inputs[0] is not probs:
-        return None
-    out_mm = users[0]
-    v_concat = _through_views(out_mm.inputs[1], concats)
-    if k_concat is None or v_concat is None or k_concat is v_concat:
-        return None
-    return {"q": q, "scale": sq * sk, "mask": mask, "k": k_concat, "v": v_concat, "out": out_mm.outputs[0],
-            "anchor": out_mm}
 
 
 def _perm(node: ir.Node | None, perm: list[int]) -> bool:
@@ -196,13 +130,14 @@ def run(model: ir.Model, max_seq: int) -> int:
     concats = kv_concats(graph)
     if not concats:
         return 0
-    matches = [m for m in (_match(n, concats) for n in list(graph) if n.op_type == "Softmax" and n.domain == "")
-               if m is not None]
+    matches, misses = attention_match.find(graph, concats)
     used = {id(m["k"]) for m in matches} | {id(m["v"]) for m in matches}
     missing = [n.outputs[0].name for n in concats.values() if id(n) not in used]
     if missing:
+        why = "; ".join(misses[:3]) if misses else "no Softmax or Attention reads them"
         raise KVCacheError(f"KV cache outputs {missing[:4]} feed no attention this build recognises "
-                           f"(MatMul, scale, mask Add, Softmax, MatMul over the Concat of past and new)")
+                           f"(Softmax(q·kᵀ [* scale] [soft-cap] + mask)·v or ONNX Attention over the Concat of "
+                           f"past and new): {why}")
     states = []
     for layer, m in enumerate(matches):
         past_k, k_new = m["k"].inputs
@@ -213,11 +148,13 @@ def run(model: ir.Model, max_seq: int) -> int:
             raise KVCacheError(f"attention {layer}: head counts must be static with q heads a multiple of kv heads")
         head = past_k.shape[3]
         fused = _absorb(m, head) if isinstance(head, int) else None
-        inputs = [m["q"], k_new, v_new, m["mask"], past_k, past_v]
+        mask = m["mask"] if m["mask"] is not None else _no_mask(graph)
+        inputs = [m["q"], k_new, v_new, mask, past_k, past_v]
         if fused:
-            inputs = [fused["q"], fused["k"], fused["v"], m["mask"], past_k, past_v, fused["cos"], fused["sin"]]
+            inputs = [fused["q"], fused["k"], fused["v"], mask, past_k, past_v, fused["cos"], fused["sin"]]
         node = ir.Node(DOMAIN, "CachedAttention", inputs,
-                       attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrInt64("q_heads", q_heads),
+                       attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrFloat32("softcap", m["softcap"]),
+                                   ir.AttrInt64("q_heads", q_heads),
                                    ir.AttrInt64("kv_heads", kv_heads), ir.AttrInt64("layer", layer),
                                    ir.AttrInt64("bshd_rotary", int(fused is not None))],
                        name=f"cached_attention_{layer}", num_outputs=1)
@@ -225,7 +162,7 @@ def run(model: ir.Model, max_seq: int) -> int:
         out = node.outputs[0]
         replaced = fused["out"] if fused else m["out"]
         out.dtype, out.shape = replaced.dtype, replaced.shape
-        replaced.replace_all_uses_with(out)
+        replace_value(graph, replaced, out)
         states += [past_k.name, past_v.name]
     presents = set(concats)
     kept = [o for o in graph.outputs if o not in presents]
@@ -243,6 +180,11 @@ def run(model: ir.Model, max_seq: int) -> int:
     if DOMAIN not in model.opset_imports:
         model.opset_imports[DOMAIN] = 1
     return len(matches)
+
+
+def _no_mask(graph: ir.Graph) -> ir.Value:
+    """An additive mask of one zero, for attentions the exporter wrote without one."""
+    return new_initializer(graph, np.zeros((1, 1, 1, 1), np.float32), "no_attention_mask")
 
 
 def _input(graph: ir.Graph, name: str) -> ir.Value:

@@ -41,7 +41,8 @@ ARCHS = {
     "phi3": ("Phi3Config", {"original_max_position_embeddings": 512}),
     "mistral": ("MistralConfig", {"sliding_window": None}),
     "gemma": ("GemmaConfig", {"head_dim": 16}),
-    "gemma2": ("Gemma2Config", {"head_dim": 16, "sliding_window": 512, "query_pre_attn_scalar": 16}),
+    "gemma2": ("Gemma2Config", {"head_dim": 16, "sliding_window": 512, "query_pre_attn_scalar": 16,
+                                "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0}),  # caps that bite
     "gemma3": ("Gemma3TextConfig", {"head_dim": 16, "sliding_window": 512, "query_pre_attn_scalar": 16}),
     "olmo": ("OlmoConfig", {}),
     "gpt2": ("GPT2Config", {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 256, "vocab_size": VOCAB,

@@ -51,3 +51,15 @@ def test_greedy_ids_match_onnxruntime(decoder, length):
     want, _ = ort_greedy(DATA / f"{name}.onnx", prompt, NEW_TOKENS)
     got = [t.id for t in gen.generate(prompt, max_new_tokens=NEW_TOKENS, stop_at_eos=False)]
     assert got == want
+
+
+@pytest.mark.parametrize("target", ["gpu", "gpu-subgroups"])
+def test_softcap_on_gpu_class_kernels(target, tmp_path):
+    """Gemma 2's soft-capped scores through the GPU class's flash prefill and split-K decode kernels."""
+    name = "gemma2-optimum"
+    art = tmp_path / f"{name}.wi"
+    webinfer.build(str(DATA / f"{name}.onnx"), str(art), max_seq=PROMPTS["long"] + NEW_TOKENS, target=target)
+    prompt = _prompt(PROMPTS["long"], seed=3)
+    want, _ = ort_greedy(DATA / f"{name}.onnx", prompt, NEW_TOKENS)
+    got = [t.id for t in Generator.load(str(art)).generate(prompt, max_new_tokens=NEW_TOKENS, stop_at_eos=False)]
+    assert got == want

@@ -74,7 +74,7 @@ def lower_cached_attention(ctx) -> None:
                      scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         return
     if ctx.kclass.attention == "flash":
-        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused)
+        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap)
         return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
     ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,

@@ -32,7 +32,7 @@ VOCAB = 256
 COMMON = {"vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
           "initializer_range": 0.3, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
-EAGER_ONLY = {"gemma2"}  # transformers refuses sdpa for Gemma 2 (its attention soft-cap)
+EAGER_ONLY = {"gemma2"}  # Gemma 2's attention soft-cap: transformers 5 refuses sdpa, 4.57's sdpa drops the cap
 # name -> (transformers config class, overrides)
 ARCHS = {
     "llama": ("LlamaConfig", {"tie_word_embeddings": True}),
@@ -87,7 +87,7 @@ def export_torch(arch: str, exporter: str, dest: Path) -> None:
 def export_optimum(arch: str, dest: Path) -> None:
     from optimum.exporters.onnx import main_export
 
-    model = make_model(arch, "sdpa" if arch != "gpt2" else "eager")
+    model = make_model(arch, "eager" if arch in EAGER_ONLY or arch == "gpt2" else "sdpa")
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(Path(tmp) / "hf")
         main_export(str(Path(tmp) / "hf"), output=Path(tmp) / "onnx", task="text-generation-with-past",

@@ -53,13 +53,38 @@ def test_greedy_ids_match_onnxruntime(decoder, length):
     assert got == want
 
 
-@pytest.mark.parametrize("target", ["gpu", "gpu-subgroups"])
-def test_softcap_on_gpu_class_kernels(target, tmp_path):
-    """Gemma 2's soft-capped scores through the GPU class's flash prefill and split-K decode kernels."""
+@pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
+def test_softcap_logits_per_class(target, tmp_path):
+    """Gemma 2's soft-caps (scores and final logits) through each class's attention kernels (software: registers
+    only; gpu: flash prefill, split-K decode): the last position's logits of a 200-token prefill and of a
+    decode step equal onnxruntime's (greedy ids alone would not see a cap: tanh keeps the argmax)."""
+    import struct
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from webinfer.runtime.session import run_sync
+
     name = "gemma2-optimum"
     art = tmp_path / f"{name}.wi"
     webinfer.build(str(DATA / f"{name}.onnx"), str(art), max_seq=PROMPTS["long"] + NEW_TOKENS, target=target)
-    prompt = _prompt(PROMPTS["long"], seed=3)
-    want, _ = ort_greedy(DATA / f"{name}.onnx", prompt, NEW_TOKENS)
-    got = [t.id for t in Generator.load(str(art)).generate(prompt, max_new_tokens=NEW_TOKENS, stop_at_eos=False)]
-    assert got == want
+    gen = Generator.load(str(art))
+    ref = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    inputs = {i.name for i in ref.get_inputs()}
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+            for i in ref.get_inputs() if i.name.startswith("past_key_values.")}
+    ids = _prompt(PROMPTS["long"], seed=3)
+    params = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
+    step_ids, pos = ids, 0
+    for step in range(2):
+        ticket = gen._launch(step_ids, pos, params, 0, step, [], None, False, outputs=("logits",))
+        (got,) = run_sync(gen.core.collect(ticket))
+        got = np.frombuffer(got.data, np.float32).reshape(-1)[-VOCAB:]
+        n = len(ids)
+        feeds = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, n), np.int64),
+                 "position_ids": np.arange(n, dtype=np.int64)[None], **past}
+        want = ref.run(["logits"], {k: v for k, v in feeds.items() if k in inputs})[0][0, -1]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+        pos += len(step_ids)
+        step_ids = [int(want.argmax())]
+        ids = ids + step_ids

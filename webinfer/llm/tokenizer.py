@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import WebinferError
+from . import chat_template
 
 __all__ = ["Tokenizer", "StreamDecoder", "bytes_to_unicode"]
 
@@ -271,9 +272,13 @@ class Tokenizer:
         return len(self.id_to_token)
 
     def apply_chat_template(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
-                            tokenize: bool = True) -> list[int] | str:
-        """ChatML prompt (see `render_chatml`); ids unless `tokenize` is false."""
-        text = render_chatml(messages, add_generation_prompt, default_system_prompt(self.config))
+                            tokenize: bool = True, use_jinja: bool | None = None) -> list[int] | str:
+        """The model's own chat template (llm/chat_template.py: jinja2 natively, the build's precomputed format
+        in the browser); ChatML (`render_chatml`) only when the config has no template. Ids unless `tokenize`
+        is false."""
+        text = chat_template.render(self.config, messages, add_generation_prompt, use_jinja)
+        if text is None:
+            text = render_chatml(messages, add_generation_prompt, default_system_prompt(self.config))
         return self.encode(text) if tokenize else text
 
 

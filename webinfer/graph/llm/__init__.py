@@ -13,7 +13,7 @@ from functools import partial
 
 import onnx_ir as ir
 
-from . import head, kv_cache
+from . import chat_format, head, kv_cache
 
 DEFAULT_MAX_SEQ = 1024
 CONTRIB_KEPT: frozenset[str] = frozenset()  # contrib ops these rewrites take over (graph/contrib leaves them)
@@ -54,4 +54,6 @@ def tokenizer_assets(model_path) -> dict[str, bytes]:
         if os.path.isfile(path):
             with open(path, "rb") as f:
                 found[name] = f.read()
+    if "tokenizer_config.json" in found:  # the browser renders the chat template from a precomputed format
+        found["tokenizer_config.json"] = chat_format.with_chat_format(found["tokenizer_config.json"])
     return found

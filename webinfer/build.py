@@ -20,6 +20,7 @@ from .errors import WebinferError
 from .graph import llm
 from .graph.contrib import expand as expand_contrib
 from .graph.importer import import_model
+from .graph.index_bounds import input_index_bounds
 from .graph.model_checks import check_dim_names
 from .graph.optimize import optimize as optimize_graph
 from .graph.quantize import FORMATS as quantize_formats
@@ -56,6 +57,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
+    index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
         raise WebinferError(f"--quantize {quantize!r}: choose from {', '.join(quantize_formats)}")
@@ -80,6 +82,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     program = Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims, input_values=input_values,
                       validate=validate, progress=progress).run()
     assets = llm.tokenizer_assets(model)  # any model: pages encode text with it (Session.encode)
+    program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
     manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
@@ -133,6 +136,7 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None,
         "outputs": [{"name": n, "tensor": t.id} for n, t in program.outputs],
         "states": [{"name": n, "tensor": t.id} for n, t in program.states],
         "bounds": program.bounds,
+        "index_bounds": program.index_bounds,
         "tensors": tensors,
         "steps": steps,
         "placement": program.placement,

@@ -154,12 +154,16 @@ def test_bad_options_are_one_line_errors(tiny_gen):
 def test_generate_cli_json(tiny_wi, tokenizer_dir):
     from tokenizers import Tokenizer
 
-    proc = subprocess.run([sys.executable, "-m", "webinfer.cli", "generate", str(tiny_wi), "--prompt",
-                           "The weather today", "--max-new-tokens", "5", "--json"],
-                          capture_output=True, text=True, timeout=300)
+    # The tiny model has 512 of SmolLM2's 49152 tokens: a prompt whose ids fit, and one whose ids do not
+    # (refused in one line, as onnxruntime refuses out-of-range indices, instead of generating from garbage).
+    cli = [sys.executable, "-m", "webinfer.cli", "generate", str(tiny_wi), "--max-new-tokens", "5", "--json"]
+    proc = subprocess.run(cli + ["--prompt", "The weather today"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "index 3947 is out of range for a table of 512 rows" in proc.stderr
+    proc = subprocess.run(cli + ["--prompt", "in the"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    ref = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode("The weather today").ids
+    ref = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode("in the").ids
     assert out["prompt_ids"] == ref
     assert 1 <= len(out["token_ids"]) <= 5
     assert out["decode_tok_s"] is None or out["decode_tok_s"] > 0

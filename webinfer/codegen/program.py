@@ -76,6 +76,7 @@ class Program:
     dims: list[str] = field(default_factory=list)
     states: list[tuple[str, Tensor]] = field(default_factory=list)  # KV-cache buffers, kept between runs
     bounds: dict[str, int] = field(default_factory=dict)  # dims sized at a maximum: one plan for all values
+    index_bounds: dict[str, int] = field(default_factory=dict)  # input -> rows of the table it indexes
 
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)

@@ -13,7 +13,7 @@ from .. import dims as D
 from ..dtypes import DTYPES
 from ..errors import WebinferError
 from .memory import lifetimes, plan_slots
-from .tensor import HostTensor, as_host, from_gpu_bytes, to_gpu_bytes
+from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
 _MAX_PLANS = 4
@@ -134,6 +134,7 @@ class SessionCore:
         missing = [d for d in self.manifest.get("dims", []) if d not in env]
         if missing:
             raise WebinferError(f"dims {missing} are not bound by any input")
+        check_index_bounds(self.manifest.get("index_bounds", {}), host)
         for name, bound in self.bounds.items():
             if env.get(name, 0) > bound:
                 raise WebinferError(f"{name} = {env[name]} exceeds the maximum {bound} this artifact was built for "

@@ -110,3 +110,18 @@ def _to_half_range(v: float) -> float:
     if v != v or abs(v) <= 65504.0:
         return v
     return float("inf") if v > 0 else float("-inf")
+
+
+def check_index_bounds(bounds: dict, feeds: dict) -> None:
+    """Indices fed to a table (token ids into the embedding) must lie in [-rows, rows), as ONNX's Gather
+    requires; a GPU gather would otherwise read another row silently (``manifest["index_bounds"]``)."""
+    for name, rows in bounds.items():
+        t = feeds.get(name)
+        if t is None or not t.data or DTYPES[t.dtype].host_format not in ("q", "Q", "i", "I", "h", "H", "b", "B"):
+            continue
+        values = array(DTYPES[t.dtype].host_format, t.data)
+        lo, hi = min(values), max(values)
+        if lo < -rows or hi >= rows:
+            bad = hi if hi >= rows else lo
+            raise WebinferError(f"input {name!r}: index {bad} is out of range for a table of {rows} rows "
+                                f"(valid: 0..{rows - 1})")

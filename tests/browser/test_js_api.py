@@ -54,4 +54,14 @@ def test_readme_example_runs(page, tiny_site):
     assert want == ort_greedy(tiny_site["chat_model"] / "model.onnx", gen.stats["prompt_ids"], len(want))[0]
     assert reply == gen.stats["text"]
     assert any(line.startswith("weights") for line in console)  # onProgress saw the weights stream in
+    # close() frees the session in the worker: running it afterwards is a clear error, other sessions go on.
+    closed = page.evaluate("""async () => {
+        const webinfer = await import("./assets/webinfer.mjs");
+        const a = await webinfer.load("model/artifact/"), b = await webinfer.load("model/artifact/");
+        await a.close();
+        const err = await a.run({ x: { data: [1, 2, 3, 4, 5], dims: [1, 5] } }).then(() => "ran", (e) => e.message);
+        const y = await b.run({ x: { data: [1, 2, 3, 4, 5], dims: [1, 5] } });
+        return [err, Array.from(y.y.data)]; }""")
+    assert "no open session" in closed[0]
+    np.testing.assert_allclose(closed[1], native[0], rtol=1e-5, atol=1e-6)
     assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}

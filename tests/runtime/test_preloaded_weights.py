@@ -28,7 +28,7 @@ def _model():
 
 
 def _upload_like_the_browser(device, art: Artifact) -> dict:
-    """What webinfer/site/webinfer.mjs does: one buffer per weight tensor, each chunk written from its shard."""
+    """What webinfer/site/worker.mjs does: one buffer per weight tensor, each chunk written from its shard."""
     buffers = {}
     for tid, t in enumerate(art.manifest["tensors"]):
         if t["kind"] != "weight":
@@ -59,3 +59,21 @@ def test_preloaded_weights_run_like_uploaded_ones(tmp_path):
     partial = dict(list(_upload_like_the_browser(device, art).items())[:1])
     with pytest.raises(WebinferError, match="pre-uploaded weights lack 1 weight tensor"):
         SessionCore(art.manifest, art.shader_sources(), no_shards, device, weights=partial)
+
+
+def test_release_destroys_every_buffer_the_session_holds(tmp_path):
+    """What a page's session.close() does in the worker: weights, plans and readbacks are destroyed at once."""
+    path = str(tmp_path / "a.wi")
+    build(_model(), path)
+    art, device = Artifact.load(path), NativeDevice()
+    made, destroyed = [], []
+    create, destroy = device.create_buffer, device.destroy_buffer
+    device.create_buffer = lambda size, kind: made.append(create(size, kind)) or made[-1]
+    device.destroy_buffer = lambda buf: destroyed.append(buf) or destroy(buf)
+    core = SessionCore(art.manifest, art.shader_sources(), lambda i: art.read(art.manifest["shards"][i]), device)
+    x = np.ones((2, 8), np.float32)
+    run_sync(core.run_async(None, {"x": HostTensor("float32", [2, 8], x.tobytes())}))
+    assert made and not destroyed
+    core.release()
+    assert sorted(map(id, destroyed)) == sorted(map(id, made))
+    assert core.gpu_bytes()["plans"] == 0

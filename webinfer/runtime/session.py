@@ -64,6 +64,15 @@ class SessionCore:
         return {"weights": self.weight_bytes, "states": self.state_bytes, "plans": plans,
                 "total": self.weight_bytes + self.state_bytes + plans}
 
+    def release(self) -> None:
+        """Destroy every GPU buffer the session holds (weights, states, plans) now, not when garbage collected:
+        a page that closes a session gets its GPU memory back. The session is unusable afterwards."""
+        for buf in [b for p in self._plans.values() for b in p["owned"]] + [*self.weights.values(),
+                                                                          *self.states.values()]:
+            self.device.destroy_buffer(buf)
+        self._plans.clear()
+        self.weights, self.states = {}, {}
+
     # -- set-up ------------------------------------------------------------------------------------
     def _upload_weights(self, read_shard) -> dict[int, object]:
         buffers, shards = {}, {}

@@ -144,7 +144,10 @@ class WorkerHost:
             item.cancel()
 
     def close(self, handle: int) -> None:
-        self._items.pop(int(handle), None)
+        """Forget the session or chat and free its GPU memory (weights, KV cache, plans)."""
+        item = self._items.pop(int(handle), None)
+        if item is not None:
+            item.core.release()
 
 
 def _describe(session: PageSession, gpu) -> dict:

@@ -10,6 +10,7 @@
 //   chat.cancel();                                               // stops the reply after the current token
 //
 // load(url, {onProgress}) -> Session {inputs, outputs, adapter, timings, run(feeds), encode(text), close()}
+//   close() frees the session's GPU memory.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
 //   default to the input's static shape. run() resolves to {name: Tensor}.
 // chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
@@ -126,6 +127,7 @@ class Session {
     return call({ op: "encode", handle: this.handle, text: String(text) });
   }
 
+  /** Free the session's GPU memory (weights, KV cache); the session cannot run afterwards. */
   close() {
     return call({ op: "close", handle: this.handle });
   }

@@ -14,6 +14,7 @@ from ...dtypes import dtype as get_dtype
 from ..emit import wgsl_literal
 from ..registry import lowering
 from . import elementwise_ops
+from ._floats import FLOAT_HELPERS, helper_sources
 from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides
 
 F = lambda v: wgsl_literal(v, "f32")  # noqa: E731
@@ -29,13 +30,26 @@ HELPERS = {
           t * (-0.82215223 + t * 0.17087277)))))))));
   return select(r - 1.0, 1.0 - r, x >= 0.0);
 }""",
+    # C's pow, as onnxruntime computes it: pow(x, 0) = pow(1, y) = 1 even for NaN; infinities by sign.
     "pow_f": """fn pow_f(a: f32, b: f32) -> f32 {
-  if (b == 0.0) { return 1.0; }
-  if (a == 0.0) { return select(bitcast<f32>(0x7f800000u), 0.0, b > 0.0); }
+  if (b == 0.0 || a == 1.0) { return 1.0; }
+  if (is_nan(a)) { return a; }
+  if (is_nan(b)) { return b; }
+  let inf = bitcast<f32>(0x7f800000u);
+  let odd = b == floor(b) && (abs(b) % 2.0) == 1.0;
+  if (abs(b) == inf) {
+    if (abs(a) == 1.0) { return 1.0; }
+    return select(0.0, inf, (abs(a) > 1.0) == (b > 0.0));
+  }
+  if (a == 0.0 || abs(a) == inf) {
+    let big = (a == 0.0) == (b < 0.0);
+    let r = select(0.0, inf, big);
+    return select(r, -r, odd && (a < 0.0 || bitcast<u32>(a) == 0x80000000u));
+  }
   if (a > 0.0) { return exp2(b * log2(a)); }
   if (b != floor(b)) { return bitcast<f32>(0x7fc00000u); }
   let r = exp2(b * log2(-a));
-  return select(r, -r, (abs(b) % 2.0) == 1.0);
+  return select(r, -r, odd);
 }""",
     "pow_i": """fn pow_i(a: i32, b: i32) -> i32 {
   var r = 1i; var e = b; var x = a;
@@ -43,7 +57,7 @@ HELPERS = {
   loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * x; } x = x * x; e = e >> 1u; }
   return r;
 }""",
-    "tanh_f": "fn tanh_f(x: f32) -> f32 { return tanh(clamp(x, -20.0, 20.0)); }",
+    "tanh_f": "fn tanh_f(x: f32) -> f32 { return keep_nan(x, tanh(clamp(x, -20.0, 20.0))); }",
     "sigmoid_f": """fn sigmoid_f(x: f32) -> f32 {
   if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
   let e = exp(x); return e / (1.0 + e);
@@ -105,7 +119,7 @@ def _leaky(ctx, a, it, ot):
 
 
 def _hard_sigmoid(ctx, a, it, ot):
-    return f"clamp({F(ctx.attr('alpha', 0.2))} * {a[0]} + {F(ctx.attr('beta', 0.5))}, 0.0, 1.0)"
+    return f"clip_nan({F(ctx.attr('alpha', 0.2))} * {a[0]} + {F(ctx.attr('beta', 0.5))}, 0.0, 1.0)"
 
 
 def _gelu(ctx, a, it, ot):
@@ -116,7 +130,13 @@ def _gelu(ctx, a, it, ot):
 
 
 def _clip(ctx, a, it, ot):
+    """Floats: a NaN input stays NaN, a missing bound is the largest finite float (onnxruntime and the spec
+    clip infinities to it)."""
     x = a[0]
+    if ot == "f32":
+        lo = a[1] if len(a) > 1 and a[1] != "" else F(-FLT_MAX)
+        hi = a[2] if len(a) > 2 and a[2] != "" else F(FLT_MAX)
+        return f"clip_nan({x}, {lo}, {hi})"
     if len(a) > 1 and a[1] != "":
         x = f"max({x}, {a[1]})"
     if len(a) > 2 and a[2] != "":
@@ -126,9 +146,10 @@ def _clip(ctx, a, it, ot):
 
 def _variadic(fn: str):
     def expr(ctx, a, it, ot):
+        name = f"{fn}_nan" if fn and ot == "f32" else fn  # Max/Min: a NaN wins
         out = a[0]
         for x in a[1:]:
-            out = f"{fn}({out}, {x})" if fn else f"({out} + {x})"
+            out = f"{name}({out}, {x})" if fn else f"({out} + {x})"
         return out
 
     return expr
@@ -154,7 +175,7 @@ OPS = {
     "Erf": (_float_unary("erf_f({0})"), "same"),
     "Tanh": (_float_unary("tanh_f({0})"), "same"),
     "Sigmoid": (_float_unary("sigmoid_f({0})"), "same"),
-    "Relu": (lambda ctx, a, it, ot: f"max({a[0]}, {ot}(0))", "same"),
+    "Relu": (lambda ctx, a, it, ot: f"max_nan({a[0]}, 0.0)" if ot == "f32" else f"max({a[0]}, {ot}(0))", "same"),
     "LeakyRelu": (_leaky, "same"),
     "HardSigmoid": (_hard_sigmoid, "same"),
     "HardSwish": (_float_unary("({0} * clamp({0} / 6.0 + 0.5, 0.0, 1.0))"), "same"),
@@ -178,6 +199,8 @@ OPS = {
     **elementwise_ops.OPS,
 }
 HELPERS.update(elementwise_ops.HELPERS)
+HELPERS.update(FLOAT_HELPERS)
+FLT_MAX = 3.4028234663852886e38
 _WRAPPING = {"Add", "Sub", "Mul", "Neg", "Abs", "Sum", "Pow", "BitShift", "BitwiseNot"}
 
 
@@ -228,7 +251,7 @@ def elementwise(ctx, build, inputs, out, positions=None) -> None:
         for k, t in enumerate(inputs):
             for d, s in enumerate(broadcast_strides(t.shape, out.shape)):
                 params[f"s{k}_{d}"] = s
-    helpers = [src for name, src in HELPERS.items() if name + "(" in expr]
+    helpers = helper_sources(expr, HELPERS)
     ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(inputs)}, {"out": out},
                  work=out.numel, params=params, arity=len(inputs), rank=rank, contiguous=contiguous,
                  scalar=scalar, expr=expr, helpers=helpers, in_types=in_types)

@@ -20,14 +20,23 @@ HELPERS = {
 }""",
     "fmod_i": "fn fmod_i(a: i32, b: i32) -> i32 { return select(0i, a % b, b != 0i); }",
     "mod_u": "fn mod_u(a: u32, b: u32) -> u32 { return select(0u, a % b, b != 0u); }",
+    # C's fmod (onnxruntime): NaN for a NaN, an infinite dividend or a zero divisor; x for an infinite divisor.
     "fmod_f": """fn fmod_f(a: f32, b: f32) -> f32 {
-  if (b == 0.0 || abs(a) > 3.4e38) { return 0.0; }  // numpy gives NaN, which the reference maps to 0
+  if (is_nan(a) || is_nan(b) || abs(a) > 3.4028235e38 || b == 0.0) { return bitcast<f32>(0x7fc00000u); }
+  if (abs(b) > 3.4028235e38) { return a; }
   return a - b * trunc(a / b);
 }""",
     # lavapipe's asin/acos are off by up to 4e-4; atan2 of the exact legs is within 1e-6.
-    "asin_f": "fn asin_f(x: f32) -> f32 { return atan2(x, sqrt((1.0 - x) * (1.0 + x))); }",
-    "acos_f": "fn acos_f(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }",
-    "is_nan": "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
+    # (NaN outside [-1, 1] and for NaN, which lavapipe's atan/atan2 turn into numbers)
+    "asin_f": """fn asin_f(x: f32) -> f32 {
+  if (!(abs(x) <= 1.0) || is_nan(x)) { return bitcast<f32>(0x7fc00000u); }
+  return atan2(x, sqrt((1.0 - x) * (1.0 + x)));
+}""",
+    "acos_f": """fn acos_f(x: f32) -> f32 {
+  if (!(abs(x) <= 1.0) || is_nan(x)) { return bitcast<f32>(0x7fc00000u); }
+  return atan2(sqrt((1.0 - x) * (1.0 + x)), x);
+}""",
+    "atan_f": "fn atan_f(x: f32) -> f32 { return keep_nan(x, atan(x)); }",
 }
 
 _MASK = {"uint8": "0xffu", "uint16": "0xffffu"}
@@ -58,6 +67,8 @@ def _attr_fmt(fmt: str, **defaults):
 
 
 def _sign(ctx, a, it, ot):
+    if ot == "f32":
+        return f"keep_nan({a[0]}, sign({a[0]}))"
     return f"select(0u, 1u, {a[0]} > 0u)" if ot == "u32" else f"sign({a[0]})"
 
 
@@ -108,7 +119,7 @@ SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 
 OPS = {
     **{op: (_fmt(f"{fn}({{0}})"), "same") for op, fn in [
-        ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin_f"), ("Acos", "acos_f"), ("Atan", "atan"),
+        ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin_f"), ("Acos", "acos_f"), ("Atan", "atan_f"),
         ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
         ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "round")]},
     "Sign": (_sign, "same"),
@@ -116,7 +127,7 @@ OPS = {
     "Softsign": (_fmt("({0} / (1.0 + abs({0})))"), "same"),
     "Mish": (_fmt("({0} * tanh_f(softplus_f({0})))"), "same"),
     "Elu": (_attr_fmt("select({alpha} * (exp({0}) - 1.0), {0}, {0} >= 0.0)", alpha=1.0), "same"),
-    "Celu": (_attr_fmt("(max({0}, 0.0) + min(0.0, {alpha} * (exp({0} / {alpha}) - 1.0)))", alpha=1.0), "same"),
+    "Celu": (_attr_fmt("(max_nan({0}, 0.0) + min(0.0, {alpha} * (exp({0} / {alpha}) - 1.0)))", alpha=1.0), "same"),
     "Selu": (_attr_fmt("({gamma} * select({alpha} * exp({0}) - {alpha}, {0}, {0} > 0.0))",
                        alpha=SELU_ALPHA, gamma=SELU_GAMMA), "same"),
     "ThresholdedRelu": (_attr_fmt("select(0.0, {0}, {0} > {alpha})", alpha=1.0), "same"),

@@ -30,6 +30,7 @@ from . import elementwise as ew
 from . import matmul as mm
 from . import norm
 from . import quant_matmul as qmm
+from ._floats import helper_sources
 from .elementwise_ops import narrow
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
@@ -100,7 +101,7 @@ def _literal(t) -> str | None:
 
 
 def _helpers(text: str) -> list[str]:
-    return [src for name, src in ew.HELPERS.items() if name + "(" in text]
+    return helper_sources(text, ew.HELPERS)
 
 
 @lowering("FusedElementwise", domain=WEBINFER_DOMAIN)

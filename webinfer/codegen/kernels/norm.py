@@ -10,13 +10,13 @@ from .reduce import Stat, literal, max_stat, row_kernel, sum_stat
 
 MEAN = sum_stat("f32", "v", "{a} / f32(n_R)")
 VARIANCE = sum_stat("f32", "(v - s0) * (v - s0)", "{a} / f32(n_R)")
-FIRST_MAX = Stat("u32", "4294967295u", "min({a}, {b})", "select(4294967295u, r, v == s0)")
+FIRST_MAX = Stat("u32", "4294967295u", "min({a}, {b})", "select(4294967295u, r, same_nan(v, s0))")
 
 # op -> (statistics, expression per element)
 _SOFTMAX = {
     "Softmax": ([max_stat("f32"), sum_stat("f32", "exp(v - s0)")], "exp(v - s0) / s1"),
     "LogSoftmax": ([max_stat("f32"), sum_stat("f32", "exp(v - s0)")], "v - s0 - log(s1)"),
-    "Hardmax": ([max_stat("f32"), FIRST_MAX], "select(0.0, 1.0, r == s1)"),
+    "Hardmax": ([max_stat("f32", nan=True), FIRST_MAX], "select(0.0, 1.0, r == s1)"),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ... import dims as D
 from ..registry import lowering
+from ._floats import helper_sources
 from .conv import Window, window, window_params
 from .helpers import compute_type
 
@@ -28,9 +29,11 @@ def pool(ctx, mode: str, win: Window, *, include_pad: bool = False, p: int = 2) 
     storage_order = int(ctx.attr("storage_order", 0))
     params = {"total": out.numel, "P": D.product(win.out), "isp": D.product(in_sp), **window_params(win, in_sp)}
     ct = compute_type(x.dtype)
+    greater = "less_nan(acc, v)" if ct == "f32" else "v > acc"
     ctx.dispatch("pool.wgsl.j2", {"x": ctx.gpu(x)}, writes, work=out.numel, params=params, rank=r, mode=mode,
                  ct=ct, init=_INIT[ct] if mode == "max" else f"{ct}(0)", include_pad=include_pad, lp=int(p),
-                 indices=indices, col_major=storage_order == 1)
+                 indices=indices, col_major=storage_order == 1, greater=greater,
+                 helpers=helper_sources(greater) if mode == "max" else [])
 
 
 def _kernel(ctx):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
+from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
 
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
@@ -53,12 +54,19 @@ def sum_stat(t: str, m: str = "v", final: str = "{a}") -> Stat:
     return Stat(t, f"{t}(0)", "{a} + {b}", m, final)
 
 
-def max_stat(t: str, m: str = "v") -> Stat:
-    return Stat(t, _LOWEST[t], "max({a}, {b})", m)
+def max_stat(t: str, m: str = "v", nan: bool = False) -> Stat:
+    """``nan``: a NaN element makes the maximum NaN (ReduceMax, ArgMax); Softmax does not need it (a NaN
+    reaches its sum anyway) and keeps the subgroup built-in."""
+    return Stat(t, _LOWEST[t], "max_nan({a}, {b})" if nan and t == "f32" else "max({a}, {b})", m)
 
 
-def min_stat(t: str, m: str = "v") -> Stat:
-    return Stat(t, _HIGHEST[t], "min({a}, {b})", m)
+def min_stat(t: str, m: str = "v", nan: bool = False) -> Stat:
+    return Stat(t, _HIGHEST[t], "min_nan({a}, {b})" if nan and t == "f32" else "min({a}, {b})", m)
+
+
+def same(t: str, a: str, b: str) -> str:
+    """WGSL: ``a`` equals ``b``, a NaN matching a NaN (the index of a NaN maximum)."""
+    return f"same_nan({a}, {b})" if t == "f32" else f"{a} == {b}"
 
 
 def split_axes(shape, axes) -> tuple[list, list]:
@@ -110,7 +118,10 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
         writes["out"] = elem_out[0] if elem_out is not None else scan["out"]
     all_reads = {"x": ctx.gpu(x), **{k: ctx.gpu(t) for k, t in (reads or {}).items()}}
     names = ["R", *(named or {})]
-    tctx = dict(stats=stats, kept=kept, reduced=red, mode=mode, named=names, helpers=list(helpers),
+    text = " ".join([st.combine + st.map + st.final for st in stats] + [e for _, _, e in row_outs]
+                    + [elem_out[1] if elem_out else ""])
+    helpers = list(helpers) + [h for h in helper_sources(text) if h not in helpers]
+    tctx = dict(stats=stats, kept=kept, reduced=red, mode=mode, named=names, helpers=helpers,
                 row_outs=[(v, e) for v, _, e in row_outs], elem_out=elem_out[1] if elem_out else None,
                 scan=scan, subgroups=ctx.kclass.use_subgroups)
     if mode == "wg":
@@ -130,14 +141,14 @@ def _reduce_stats(op: str, t: str) -> list[Stat]:
     table = {
         "ReduceSum": lambda: [sum_stat(t)],
         "ReduceMean": lambda: [sum_stat(t, final=f"{{a}} / {t}(n_R)")],
-        "ReduceMax": lambda: [max_stat(t)],
-        "ReduceMin": lambda: [min_stat(t)],
+        "ReduceMax": lambda: [max_stat(t, nan=True)],
+        "ReduceMin": lambda: [min_stat(t, nan=True)],
         "ReduceProd": lambda: [Stat(t, f"{t}(1)", "{a} * {b}")],
         "ReduceL1": lambda: [sum_stat(t, "abs(v)" if t != "u32" else "v")],
         "ReduceL2": lambda: [sum_stat("f32", "f32(v) * f32(v)", "sqrt({a})")],
         "ReduceSumSquare": lambda: [sum_stat(t, "v * v")],
         "ReduceLogSum": lambda: [sum_stat("f32", "f32(v)", "log({a})")],
-        "ReduceLogSumExp": lambda: [max_stat("f32", "f32(v)"),
+        "ReduceLogSumExp": lambda: [max_stat("f32", "f32(v)", nan=True),
                                     sum_stat("f32", "exp(f32(v) - s0)", "select(s0 + log({a}), s0, abs(s0) > 3.0e38)")],
     }
     return table[op]()
@@ -205,11 +216,11 @@ def lower_arg(ctx) -> None:
     t = compute_type(x.dtype)
     t = "u32" if t == "bool" else t
     val = "select(0u, 1u, v)" if compute_type(x.dtype) == "bool" else "v"
-    best = max_stat(t, val) if ctx.op == "ArgMax" else min_stat(t, val)
+    best = max_stat(t, val, nan=True) if ctx.op == "ArgMax" else min_stat(t, val, nan=True)
     if ctx.attr("select_last_index", 0):
-        index = Stat("u32", "0u", "max({a}, {b})", f"select(0u, r, {val} == s0)")
+        index = Stat("u32", "0u", "max({a}, {b})", f"select(0u, r, {same(t, val, 's0')})")
     else:
-        index = Stat("u32", "4294967295u", "min({a}, {b})", f"select(4294967295u, r, {val} == s0)")
+        index = Stat("u32", "4294967295u", "min({a}, {b})", f"select(4294967295u, r, {same(t, val, 's0')})")
     row_kernel(ctx, x, [axis], [best, index], row_outs=[("out", out, "i32(s1)")])
 
 

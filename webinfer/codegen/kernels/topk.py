@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ... import dims as D
 from ..registry import lowering
+from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
-from .reduce import _HIGHEST, _LOWEST
+from .reduce import _HIGHEST, _LOWEST, same
 
 
 @lowering("TopK")
@@ -30,6 +31,11 @@ def lower_topk(ctx) -> None:
     rows = D.product([x.shape[a] for a in kept])
     params["rows"] = rows
     largest = bool(ctx.attr("largest", 1))
+    less = (lambda a, b: f"less_nan({a}, {b})") if t == "f32" else (lambda a, b: f"({a} < {b})")
+    # "a comes after b" in the output order: smaller first when largest, larger first otherwise
+    ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
+    helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
     ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices}, work=rows,
                  params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
-                 cmp="<" if largest else ">", cmp_rev=">" if largest else "<")
+                 after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
+                 helpers=helpers)

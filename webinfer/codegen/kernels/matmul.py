@@ -9,7 +9,7 @@ invocation and no workgroup memory; real GPUs prefer workgroup-shared tiles (``s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,8 @@ def choose_tiling(m, n, vec_ok: bool, kclass: KernelClass) -> Tiling:
     """The class's tiling, shrunk for small or skinny products so that few computed outputs are wasted."""
     t = kclass.matmul if vec_ok else kclass.matmul_scalar
     if t.shared:
-        return t
+        # onnxruntime's packed matmul: one row per invocation when the product has few rows (8-row tiles)
+        return replace(t, tm=1) if isinstance(m, int) and m <= t.wy else t
     tm, tn, wx, wy = t.tm, t.tn, t.wx, t.wy
     if isinstance(m, int):
         tm = min(tm, _pow2ceil(m))

@@ -22,9 +22,10 @@ GEMV_WG = 64
 GEMV_TN = 4
 GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
 # Real GPUs (llama.cpp's mul_mat_vec, onnxruntime's MatMulNBits): a workgroup of 64 streams one weight row
-# for 4 output columns and reduces across its invocations; K-major weights: 32 x 8 (columns x k-groups).
+# for 4 output columns and reduces across its invocations. K-major f32 weights: 8 x 32 (vec4 columns x
+# k-groups): 32 columns and 32 k-streams per workgroup, so a 576-wide output still spreads over 18 workgroups.
 GPU_GEMV_WG, GPU_GEMV_TN = 64, 4
-GPU_GEMV_KN = (32, 8)
+GPU_GEMV_KN = (8, 32)
 
 
 def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:

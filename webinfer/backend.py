@@ -58,7 +58,8 @@ class WebinferRep(BackendRep):
         if key not in self._sessions:
             out_dir = tempfile.mkdtemp(prefix="webinfer-backend-")
             try:
-                manifest = build(self.model, out_dir, input_values=baked, target=self.target)
+                # the caller feeds every input and reads every output: a decoder stays a plain graph
+                manifest = build(self.model, out_dir, input_values=baked, target=self.target, generation=False)
                 self.placement = manifest["placement"]
                 self._sessions[key] = InferenceSession(out_dir)
             finally:

@@ -1,7 +1,8 @@
 """Rewrites for text generation, asked for by the build when a model has a past/present KV cache.
 
 ``generation_rewrites(model, max_seq)`` returns the passes graph/optimize.py runs between the clean-up and
-the fusions: the in-place KV cache with its attention (kv_cache.py), last-position logits and on-GPU
+the fusions: the in-place KV cache with its attention (kv_cache.py; gqa.py for onnxruntime's
+GroupQueryAttention), last-position logits and on-GPU
 sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
 artifact.
 """
@@ -13,22 +14,24 @@ from functools import partial
 
 import onnx_ir as ir
 
-from . import chat_format, head, kv_cache
+from . import chat_format, gqa, head, kv_cache
 
 DEFAULT_MAX_SEQ = 1024
-CONTRIB_KEPT: frozenset[str] = frozenset()  # contrib ops these rewrites take over (graph/contrib leaves them)
+# contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
+CONTRIB_KEPT: frozenset[str] = frozenset({"com.microsoft:GroupQueryAttention"})
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
     """The rewrites for a decoder with a KV cache, or None when the model has none."""
-    if not kv_cache.is_kv_model(model):
+    grouped = gqa.is_gqa_model(model)  # onnxruntime-genai's GroupQueryAttention decoders
+    if not grouped and not kv_cache.is_kv_model(model):
         return None
     max_seq = DEFAULT_MAX_SEQ if max_seq is None else int(max_seq)
     if max_seq < 1:
         raise ValueError("--max-seq must be at least 1")
     return {
-        "kv_cache": partial(kv_cache.run, max_seq=max_seq),
+        "kv_cache": partial(gqa.run if grouped else kv_cache.run, max_seq=max_seq),
         "last_token_logits": head.last_token_logits,
         "sample_token": partial(head.sample_token, max_seq=max_seq),
     }

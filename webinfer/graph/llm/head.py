@@ -65,6 +65,8 @@ def _head_matmul(logits: ir.Value) -> tuple[ir.Node | None, list[ir.Value]]:
     chain, value = [], logits
     for _ in range(8):
         node = value.producer()
+        if node is not None and (node.domain, node.op_type) == (DOMAIN, "MatMulQ"):  # a quantized head
+            return node, chain
         if node is None or node.domain not in ("", "ai.onnx"):
             return None, []
         if node.op_type == "MatMul":

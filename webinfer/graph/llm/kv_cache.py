@@ -164,7 +164,14 @@ def run(model: ir.Model, max_seq: int) -> int:
         out.dtype, out.shape = replaced.dtype, replaced.shape
         replace_value(graph, replaced, out)
         states += [past_k.name, past_v.name]
-    presents = set(concats)
+    keep_states(model, states, set(concats), max_seq)
+    return len(matches)
+
+
+def keep_states(model: ir.Model, states: list[str], presents: set, max_seq: int) -> None:
+    """Drop the ``presents`` outputs and record the past inputs ``states`` as KV-cache state buffers of
+    ``max_seq`` positions (graph metadata, read by the lowerer)."""
+    graph = model.graph
     kept = [o for o in graph.outputs if o not in presents]
     graph.outputs.clear()
     graph.outputs.extend(kept)
@@ -179,7 +186,6 @@ def run(model: ir.Model, max_seq: int) -> int:
                                                  "bounded": bounded})
     if DOMAIN not in model.opset_imports:
         model.opset_imports[DOMAIN] = 1
-    return len(matches)
 
 
 def _no_mask(graph: ir.Graph) -> ir.Value:

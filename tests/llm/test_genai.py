@@ -1,0 +1,120 @@
+"""A model from onnxruntime-genai's model builder (int4, CPU) of a tiny random Llama: MatMulNBits,
+GatherBlockQuantized, GroupQueryAttention, (Skip)SimplifiedLayerNormalization. Built for generation (the
+GroupQueryAttention nodes over the in-place KV cache, graph/llm/gqa.py) it gives onnxruntime's greedy ids, and
+its packed int4 weights are in the artifact byte for byte. The fixture comes from scripts/export_genai_fixture.py.
+
+The builder marks MatMulNBits ``accuracy_level=4`` for CPU: onnxruntime may then quantize the activations to
+int8 blocks before the product (an approximation it chooses; its WebGPU provider uses other blocks). webinfer
+computes the product MatMulNBits defines, exactly, so the reference is onnxruntime on the same file with the
+approximation off (accuracy_level 0): every weight, op and attribute else unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import webinfer
+from webinfer.llm.generate import Generator
+
+MODEL = Path(__file__).parent / "data" / "genai" / "llama-int4" / "model.onnx"
+
+
+def exact(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model with MatMulNBits' int8 activation approximation turned off."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for node in m.graph.node:
+        for a in node.attribute:
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+    return m
+
+
+def ort_greedy(model: onnx.ModelProto, prompt: list[int], n: int) -> list[int]:
+    """Greedy decoding with onnxruntime CPU, past/present fed back through the host."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    present = [o for o in sess.get_outputs() if o.name.startswith("present.")]
+    kv_heads = present[0].shape[1]
+    head = json.loads((MODEL.parent / "genai_config.json").read_text())["model"]["decoder"]["head_size"]
+    past = {o.name.replace("present.", "past_key_values."): np.zeros((1, kv_heads, 0, head), np.float32)
+            for o in present}
+    ids, new, step = list(prompt), [], list(prompt)
+    for _ in range(n):
+        feeds = {"input_ids": np.array([step], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64), **past}
+        out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        token = int(out["logits"][0, -1].argmax())
+        past = {k.replace("present.", "past_key_values."): v for k, v in out.items() if k != "logits"}
+        new.append(token)
+        ids.append(token)
+        step = [token]
+    return new
+
+
+@pytest.fixture(scope="module")
+def proto() -> onnx.ModelProto:
+    return onnx.load(str(MODEL))
+
+
+@pytest.fixture(scope="module", params=["software", "gpu"])
+def built(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("genai") / "llama-int4.wi"
+    manifest = webinfer.build(str(MODEL), str(out), max_seq=512, target=request.param)
+    return out, manifest, Generator.load(str(out))
+
+
+def _prompt(n: int) -> list[int]:
+    rng = random.Random(n)
+    return [rng.randrange(3, 256) for _ in range(n)]
+
+
+@pytest.mark.parametrize("n_prompt", [7, 200])
+def test_greedy_ids_match_onnxruntime(proto, built, n_prompt):
+    _, _, gen = built
+    prompt = _prompt(n_prompt)
+    want = ort_greedy(exact(proto), prompt, 16)
+    got = [t.id for t in gen.generate(prompt, max_new_tokens=16, stop_at_eos=False)]
+    assert got == want
+
+
+def test_kv_cache_on_gpu_and_weights_as_they_are(proto, built):
+    out, manifest, _ = built
+    assert [o["name"] for o in manifest["outputs"]] == ["logits", "next_token"]
+    assert len(manifest["states"]) == 4 and not any(i["name"].startswith("past_") for i in manifest["inputs"])
+    labels = [s["label"].split(":")[1] for s in manifest["steps"]]
+    assert "CachedAttention" in labels and "Attention" not in labels  # the cache's kernels, not a plain Attention
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    packed = {n.input[1] for n in proto.graph.node if n.op_type == "MatMulNBits"}
+    blob = b"".join(p.read_bytes() for p in sorted((out / "weights").glob("*")))
+    for name in packed:  # each packed weight stored unchanged ...
+        assert inits[name].tobytes() in blob, name
+    shapes = {(n.attribute[0].i, n.attribute[1].i) for n in proto.graph.node if n.op_type == "MatMulNBits"}
+    dense = {(k, n) for k, n in shapes} | {(n, k) for k, n in shapes}
+    big = [t for t in manifest["tensors"] if t["kind"] == "weight" and t["dtype"] == "float32"
+           and tuple(t["shape"][-2:]) in dense]
+    assert not big, f"a float copy of a quantized weight: {big}"  # ... and never expanded to f32
+    f32_bytes = sum(inits[n].nbytes for n in packed) * 8  # what dequantized weights would take
+    assert sum(s["bytes"] for s in manifest["shards"]) < f32_bytes / 3  # with cos/sin tables, norms, params
+
+
+def test_plain_build_logits_match_onnxruntime(proto, tmp_path):
+    """Without a KV cache (generation=False) GroupQueryAttention runs as Attention with past/present."""
+    out = tmp_path / "plain.wi"
+    webinfer.build(str(MODEL), str(out), generation=False, dims={"batch_size": 1, "kv_cache_dim": 16})
+    from webinfer.runtime.inference import InferenceSession
+
+    ids = np.array([_prompt(9)], np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, 9), np.int64),
+             **{f"past_key_values.{i}.{kv}": np.zeros((1, 2, 0, 16), np.float32) for i in range(2)
+                for kv in ("key", "value")}}
+    sess = ort.InferenceSession(exact(proto).SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    got = InferenceSession(str(out)).run([o.name for o in sess.get_outputs()], feeds)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-4)

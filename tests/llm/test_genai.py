@@ -11,7 +11,6 @@ approximation off (accuracy_level 0): every weight, op and attribute else unchan
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -37,12 +36,10 @@ def exact(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def ort_greedy(model: onnx.ModelProto, prompt: list[int], n: int) -> list[int]:
+def ort_greedy(model: onnx.ModelProto, prompt: list[int], n: int, kv_heads: int = 2, head: int = 16) -> list[int]:
     """Greedy decoding with onnxruntime CPU, past/present fed back through the host."""
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     present = [o for o in sess.get_outputs() if o.name.startswith("present.")]
-    kv_heads = present[0].shape[1]
-    head = json.loads((MODEL.parent / "genai_config.json").read_text())["model"]["decoder"]["head_size"]
     past = {o.name.replace("present.", "past_key_values."): np.zeros((1, kv_heads, 0, head), np.float32)
             for o in present}
     ids, new, step = list(prompt), [], list(prompt)
@@ -118,3 +115,68 @@ def test_plain_build_logits_match_onnxruntime(proto, tmp_path):
     got = InferenceSession(str(out)).run([o.name for o in sess.get_outputs()], feeds)
     for w, g in zip(want, got):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-4)
+
+
+def _gqa_decoder(folder: Path, *, packed: bool, rotary: str, softcap: float) -> Path:
+    """Embedding -> q/k/v projections -> GroupQueryAttention (past/present as graph I/O) -> LM head, with the
+    fixture's tokenizer beside it: the GroupQueryAttention forms the builder writes for other models."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    vocab, hidden, heads, kv_heads, d = 256, 64, 4, 2, 16
+    w = lambda *s: numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32))  # noqa: E731
+    inits = [w(vocab, hidden), w(hidden, (heads + 2 * kv_heads) * d), w(heads * d, vocab)]
+    for t, name in zip(inits, ("emb", "wqkv", "head")):
+        t.name = name
+    angles = np.arange(512)[:, None] / (10000 ** (np.arange(d // 2) / (d // 2)))[None]
+    for name, fn in (("cos", np.cos), ("sin", np.sin)):
+        inits.append(numpy_helper.from_array(fn(angles).astype(np.float32), name))
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["x"]),
+             helper.make_node("MatMul", ["x", "wqkv"], ["qkv"]),
+             helper.make_node("ReduceSum", ["attention_mask", "one"], ["total64"], keepdims=0),
+             helper.make_node("Sub", ["total64", "one"], ["seqlens64"]),
+             helper.make_node("Cast", ["seqlens64"], ["seqlens"], to=TensorProto.INT32),
+             helper.make_node("Shape", ["attention_mask"], ["mshape"]),
+             helper.make_node("Gather", ["mshape", "one_scalar"], ["total_len64"]),
+             helper.make_node("Cast", ["total_len64"], ["total_len"], to=TensorProto.INT32)]
+    inits += [numpy_helper.from_array(np.array([1], np.int64), "one"),
+              numpy_helper.from_array(np.array(1, np.int64), "one_scalar")]
+    qkv = ["qkv", "", ""]
+    if not packed:
+        inits.append(numpy_helper.from_array(np.array([heads * d, kv_heads * d, kv_heads * d], np.int64), "sizes"))
+        nodes.append(helper.make_node("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=-1))
+        qkv = ["q", "k", "v"]
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads, "do_rotary": int(rotary != "none"),
+             "rotary_interleaved": int(rotary == "interleaved"), "softcap": softcap}
+    inputs = [*qkv, "past_key_values.0.key", "past_key_values.0.value", "seqlens", "total_len"]
+    inputs += ["cos", "sin"] if rotary != "none" else []
+    nodes += [helper.make_node("GroupQueryAttention", inputs, ["attn", "present.0.key", "present.0.value"],
+                               domain="com.microsoft", **attrs),
+              helper.make_node("MatMul", ["attn", "head"], ["logits"])]
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    past = [helper.make_tensor_value_info(f"past_key_values.0.{kv}", f32, ["batch", kv_heads, "past", d])
+            for kv in ("key", "value")]
+    present = [helper.make_tensor_value_info(f"present.0.{kv}", f32, ["batch", kv_heads, "total", d])
+               for kv in ("key", "value")]
+    graph = helper.make_graph(nodes, "gqa", [helper.make_tensor_value_info("input_ids", i64, ["batch", "seq"]),
+                                             helper.make_tensor_value_info("attention_mask", i64, ["batch", "total"]),
+                                             *past],
+                              [helper.make_tensor_value_info("logits", f32, ["batch", "seq", vocab]), *present], inits,
+                              value_info=[helper.make_tensor_value_info("attn", f32, ["batch", "seq", heads * d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((MODEL.parent / name).read_bytes())
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder / "model.onnx"
+
+
+@pytest.mark.parametrize("packed,rotary,softcap", [(False, "half", 0.0), (True, "interleaved", 0.0),
+                                                   (True, "none", 0.0), (True, "half", 2.0)])
+def test_group_query_attention_forms_generate_like_onnxruntime(tmp_path, packed, rotary, softcap):
+    path = _gqa_decoder(tmp_path / "m", packed=packed, rotary=rotary, softcap=softcap)
+    webinfer.build(str(path), str(tmp_path / "a"), max_seq=64)
+    gen = Generator.load(str(tmp_path / "a"))
+    for prompt in (_prompt(5), _prompt(20)):
+        got = [t.id for t in gen.generate(prompt, max_new_tokens=8, stop_at_eos=False)]
+        assert got == ort_greedy(onnx.load(str(path)), prompt, 8, kv_heads=2, head=16)

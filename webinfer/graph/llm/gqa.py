@@ -81,8 +81,8 @@ def _rows(b: Builder, cache: ir.Value, pos: ir.Value) -> ir.Value:
 def _rewrite(graph: ir.Graph, node: ir.Node, layer: int, shared: _Shared, cache: dict) -> tuple[str, str]:
     b = Builder(graph, node, cache)
     lay = gqa_layout(b)
-    if not lay["causal"] or lay["softcap"] or b.input(10) is not None:
-        raise KVCacheError(f"attention {layer} ({node.name}): only causal GroupQueryAttention without softcap or "
+    if not lay["causal"] or b.input(10) is not None:
+        raise KVCacheError(f"attention {layer} ({node.name}): only causal GroupQueryAttention without "
                            f"attention_bias runs over the KV cache")
     if lay["head"] % 4:
         raise KVCacheError(f"attention {layer}: head size {lay['head']} is not a multiple of 4")
@@ -108,8 +108,8 @@ def _rewrite(graph: ir.Graph, node: ir.Node, layer: int, shared: _Shared, cache:
     else:  # the kernel's plain layout: [1, heads, s, d]
         inputs[:3] = [b.op("Transpose", [t], {"perm": [0, 2, 1, 3]}) for t in inputs[:3]]
     attn = b.op("CachedAttention", inputs,
-                {"scale": lay["scale"], "q_heads": lay["heads"], "kv_heads": lay["kv_heads"], "layer": layer,
-                 "bshd_rotary": int(fused)}, domain=WEBINFER_DOMAIN)
+                {"scale": lay["scale"], "softcap": lay["softcap"], "q_heads": lay["heads"], "kv_heads": lay["kv_heads"],
+                 "layer": layer, "bshd_rotary": int(fused)}, domain=WEBINFER_DOMAIN)
     if not fused:
         attn = b.op("Transpose", [attn], {"perm": [0, 2, 1, 3]})
     out = b.op("Reshape", [attn, _i64(b, [0, 0, lay["heads"] * d], "merge")])

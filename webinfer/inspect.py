@@ -51,12 +51,13 @@ def op_support_table(model) -> str:
     """Every op of an ONNX model (subgraphs included) with its node count and whether webinfer lowers it."""
     from .codegen.support import op_uses
     from .graph.importer import to_ir, upgrade_opset
+    from .opschema import schema
 
     uses = op_uses(to_ir(upgrade_opset(model)))
 
     def status(u) -> str:
         if u.supported:
-            return "yes"
+            return "yes (expanded)" if schema(u.op, u.domain).expanded else "yes"
         return "NO" if u.nodes else "folded (constant inputs)"
 
     rows = sorted(([u.label, len(u.nodes) + u.folded, status(u)] for u in uses), key=lambda r: (-r[1], r[0]))

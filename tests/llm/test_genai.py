@@ -117,6 +117,20 @@ def test_plain_build_logits_match_onnxruntime(proto, tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-4)
 
 
+def test_inspect_lists_the_contrib_ops_as_supported():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "webinfer.cli", "inspect", str(MODEL)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {ln.split()[0]: ln.split()[1:] for ln in proc.stdout.splitlines() if ln.startswith("com.microsoft.")}
+    assert rows["com.microsoft.MatMulNBits"] == ["11", "yes", "(expanded)"]
+    assert set(rows) == {f"com.microsoft.{op}" for op in ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention",
+                                                         "SkipSimplifiedLayerNormalization")}
+    assert "all 14 ops are supported" in proc.stdout
+
+
 def _gqa_decoder(folder: Path, *, packed: bool, rotary: str, softcap: float) -> Path:
     """Embedding -> q/k/v projections -> GroupQueryAttention (past/present as graph I/O) -> LM head, with the
     fixture's tokenizer beside it: the GroupQueryAttention forms the builder writes for other models."""

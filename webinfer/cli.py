@@ -56,16 +56,17 @@ def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") 
 
 
 def cmd_build(args) -> int:
-    from .build import build
-
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
+    dims = _parse_dims(args.dim)
     _check_build_args(args, out)
+    from .build import build  # (numpy, onnx: after the flags are known to be good)
+
     if args.web:  # find Pyodide before a long build, not after
         from .bundle import resolve_pyodide
 
         args.pyodide, args.pyodide_url = resolve_pyodide(args.pyodide, args.pyodide_url)
     t0 = time.perf_counter()
-    manifest = build(args.model, out, dims=_parse_dims(args.dim), target=args.target, limits=args.limits,
+    manifest = build(args.model, out, dims=dims, target=args.target, limits=args.limits,
                      progress=True, optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
@@ -77,7 +78,7 @@ def cmd_build(args) -> int:
 
         from .report import build_report, report_table
 
-        report = build_report(manifest, _parse_dims(args.dim))
+        report = build_report(manifest, dims)
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1)
         print(report_table(report))

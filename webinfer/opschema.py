@@ -82,7 +82,7 @@ _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLi
 _DECLARED: list[OpSchema] = [
     # -- shape arithmetic in some inputs ----------------------------------------------------------
     *(OpSchema(op, host_inputs=(1,)) for op in ("Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze",
-                                                 "Upsample", "OneHot", "CumSum", "Trilu", "CenterCropPad",
+                                                 "Upsample", "OneHot", "CumSum", "CumProd", "Trilu", "CenterCropPad",
                                                  "Compress", "Split")),
     *(OpSchema(op, host_inputs=(1,)) for op in _REDUCE),
     OpSchema("ConstantOfShape", host_inputs=(0,)),
@@ -91,6 +91,11 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Pad", host_inputs=(1, 2, 3)),
     OpSchema("Resize", host_inputs=(1, 2, 3)),
     OpSchema("Col2Im", host_inputs=(1, 2)),
+    OpSchema("AffineGrid", host_inputs=(1,)),
+    OpSchema("DFT", host_inputs=(1, 2)),
+    OpSchema("STFT", host_inputs=(1, 3)),
+    OpSchema("MelWeightMatrix", host_inputs=(0, 1, 2)),
+    *(OpSchema(op, host_inputs=(0,)) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")),
     OpSchema("Clip", host_inputs=(1, 2), elementwise=True),
     OpSchema("TopK", host_inputs=(1,), optional_outputs=True),
     # -- training-time outputs nobody reads at inference --------------------------------------------

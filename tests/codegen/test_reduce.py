@@ -125,3 +125,13 @@ def test_topk(shape, axis, k, largest):
                largest=largest)
     check_node("TopK", {"x": rng.integers(-20, 20, size=shape).astype(np.int64)}, n_outputs=2,
                initializers={"k": np.array([k], np.int64)}, axis=axis, largest=largest)
+
+
+@pytest.mark.parametrize("shape,axis,exclusive,reverse", [((5,), 0, 0, 0), ((3, 4), 1, 1, 0), ((2, 3, 4), -2, 0, 1),
+                                                          ((4, 3), 0, 1, 1)])
+def test_cumprod(shape, axis, exclusive, reverse):
+    x = (rng.random(shape) + 0.5).astype(np.float32)
+    check_node("CumProd", {"x": x}, initializers={"axis": np.array(axis, np.int64)}, opset=26,
+               exclusive=exclusive, reverse=reverse)
+    check_node("CumProd", {"x": rng.integers(-3, 4, size=shape).astype(np.int32)},
+               initializers={"axis": np.array(axis, np.int32)}, opset=26, reverse=reverse)

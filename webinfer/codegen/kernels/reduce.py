@@ -228,10 +228,10 @@ def literal(value: float) -> str:
     return wgsl_literal(value, "f32")
 
 
-# --- CumSum: the row kernel in scan mode (one invocation walks each row in order) -------------------
+# --- CumSum / CumProd: the row kernel in scan mode (one invocation walks each row in order) ---------
 
-@lowering("CumSum")
-def lower_cumsum(ctx) -> None:
+@lowering("CumSum", "CumProd")
+def lower_cumulative(ctx) -> None:
     x = ctx.inputs[0]
     axis = ctx.host_ints(1)
     if axis is None or not D.is_static(axis) or len(axis) != 1:
@@ -239,6 +239,8 @@ def lower_cumsum(ctx) -> None:
     axis = normalize_axis(axis[0], max(x.rank, 1))
     t = compute_type(x.dtype)
     out = ctx.output(0, x.dtype, x.shape)
-    scan = {"out": out, "type": t, "init": f"{t}(0)", "exclusive": bool(ctx.attr("exclusive", 0)),
+    prod = ctx.op == "CumProd"
+    scan = {"out": out, "type": t, "init": f"{t}({int(prod)})", "combine": "acc * v" if prod else "acc + v",
+            "exclusive": bool(ctx.attr("exclusive", 0)),
             "reverse": bool(ctx.attr("reverse", 0))}
     row_kernel(ctx, x, [axis] if x.rank else [], [], scan=scan)

@@ -13,12 +13,14 @@ from . import dims as D
 from .artifact import ArtifactWriter
 from .codegen.lower import Lowerer
 from .codegen.program import Program
+from .codegen.registry import has_lowering
 from .codegen.support import check_supported
 from .dtypes import I32_MAX, I32_MIN
 from .dtypes import dtype as get_dtype
 from .errors import WebinferError
 from .graph import llm
 from .graph.contrib import expand as expand_contrib
+from .graph.functions import inline_functions
 from .graph.importer import import_model
 from .graph.index_bounds import input_index_bounds
 from .graph.model_checks import check_dim_names
@@ -46,7 +48,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     """
     t0 = time.perf_counter()
     options = as_options(target, limits)
-    ir_model = import_model(model)
+    ir_model = imported(model)
     check_dim_names(ir_model, dims)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
         raise WebinferError(f"--max-seq must be a positive integer, got {max_seq!r}")
@@ -86,6 +88,12 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
+
+
+def imported(model):
+    """The model as the build sees it first: onnx-ir at opset >= 13, ops without a kernel of their own but with
+    an ONNX function body inlined (graph/functions.py)."""
+    return inline_functions(import_model(model), has_lowering)
 
 
 def gpu_bytes(value: np.ndarray, what: str) -> bytes:

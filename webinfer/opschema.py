@@ -91,6 +91,7 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Pad", host_inputs=(1, 2, 3)),
     OpSchema("Resize", host_inputs=(1, 2, 3)),
     OpSchema("Col2Im", host_inputs=(1, 2)),
+    OpSchema("MaxUnpool", host_inputs=(2,)),
     OpSchema("AffineGrid", host_inputs=(1,)),
     OpSchema("DFT", host_inputs=(1, 2)),
     OpSchema("STFT", host_inputs=(1, 3)),

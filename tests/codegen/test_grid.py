@@ -50,3 +50,15 @@ def test_affine_grid(size, align):
     _, _, _, gpu = check_node("AffineGrid", {"theta": theta}, initializers={"size": np.array(size, np.int64)},
                               opset=20, align_corners=align)
     assert gpu
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm,ratio", [("half_pixel", 0), ("output_half_pixel", 2)])
+def test_roi_align(mode, ctm, ratio):
+    x = rng.standard_normal((2, 3, 10, 9)).astype(np.float32)
+    rois = np.array([[0, 0, 8, 8], [1.5, 2.2, 7.1, 9.5], [-2, -1, 3, 4], [4, 4, 4.2, 4.1]], np.float32)
+    batch = np.array([0, 1, 1, 0], np.int64)
+    _, _, _, gpu = check_node("RoiAlign", {"x": x, "rois": rois, "b": batch}, opset=22, mode=mode,
+                              coordinate_transformation_mode=ctm, sampling_ratio=ratio, output_height=3,
+                              output_width=2, spatial_scale=0.9)
+    assert gpu

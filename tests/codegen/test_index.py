@@ -148,3 +148,16 @@ def test_compress_constant_condition(axis):
     attrs = {"axis": axis} if axis is not None else {}
     cond = np.array([True, False, True, True], bool)
     check_node("Compress", {"x": f32(4, 4)}, initializers={"c": cond}, **attrs)
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("axis,shape,upd_len", [(-2, (2, 3, 6, 4), 3), (1, (3, 5, 2), 5), (2, (2, 2, 7), 2)])
+def test_tensor_scatter(mode, axis, shape, upd_len):
+    past = rng.standard_normal(shape).astype(np.float32)
+    a = axis % len(shape)
+    upd = rng.standard_normal(shape[:a] + (upd_len,) + shape[a + 1:]).astype(np.float32)
+    high = shape[a] if mode == "circular" else shape[a] - upd_len + 1
+    idx = rng.integers(0, high, shape[0]).astype(np.int64)
+    _, _, _, gpu = check_node("TensorScatter", {"past": past, "upd": upd, "idx": idx}, opset=24, mode=mode, axis=axis)
+    assert gpu
+    check_node("TensorScatter", {"past": past, "upd": upd}, opset=24, mode=mode, axis=axis)  # no indices: row 0

@@ -191,9 +191,9 @@ def lowered_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     """The graph webinfer's build lowers (import, opset upgrade, graph passes): placement indexes it."""
     import onnx_ir as ir
 
-    from webinfer.graph.importer import import_model
+    from webinfer.build import imported
 
-    m = import_model(model)
+    m = imported(model)
     try:
         from webinfer.graph.optimize import optimize
     except ImportError:  # before the graph passes existed

@@ -31,6 +31,12 @@ def lowering(*op_types: str, domain: str = ""):
     return register
 
 
+def has_lowering(key: str) -> bool:
+    """Whether the op keyed ``key`` (``op_key``) has a lowering of its own."""
+    load_all()
+    return key in LOWERINGS
+
+
 def load_all() -> None:
     """Import every kernel family so that its ops register."""
     from .kernels import ALL  # noqa: F401

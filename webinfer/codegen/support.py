@@ -1,8 +1,9 @@
 """Which ops of a model webinfer can lower, found before any work is done, so that a build names ALL the
 unsupported ops at once (and ``webinfer inspect model.onnx`` can list them) instead of stopping at the first.
 
-An op is supported when it has a lowering (``registry.LOWERINGS``) or graph/contrib expands it into ops
-that have one (``opschema``: ``expanded``). A node of an unsupported op whose inputs
+An op is supported when it has a lowering (``registry.LOWERINGS``), graph/contrib expands it into ops
+that have one (``opschema``: ``expanded``), or ONNX defines it as a function that the build inlines
+(graph/functions.py; the ops of its body are checked after inlining). A node of an unsupported op whose inputs
 are all build-time constants is not a problem when the op can be folded (``opschema``): the lowering
 evaluates it with ONNX's reference evaluator. Subgraphs (If/Loop/Scan bodies) are searched too.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from ..errors import UnsupportedOpError
+from ..graph.functions import all_graphs, inlinable
 from ..opschema import op_key, op_label, schema
 from .registry import LOWERINGS, load_all
 
@@ -37,27 +39,20 @@ class OpUse:
         return [] if self.supported else self.nodes
 
 
-def _graphs(graph: ir.Graph) -> Iterable[ir.Graph]:
-    yield graph
-    for node in graph:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                yield from _graphs(attr.value)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.value:
-                    yield from _graphs(g)
-
-
 def op_uses(model: ir.Model, constant_inputs: Iterable[str] = ()) -> list[OpUse]:
     """Every (domain, op) of the model, in first-use order, with whether webinfer lowers it."""
     load_all()
     uses: dict[str, OpUse] = {}
-    for graph in _graphs(model.graph):
+    for graph in all_graphs(model.graph):
         const = set(graph.initializers) | set(constant_inputs)
         for index, node in enumerate(graph):
             key = op_key(node.domain, node.op_type)
             spec = schema(node.op_type, node.domain)
-            use = uses.setdefault(key, OpUse(node.domain, node.op_type, supported=key in LOWERINGS or spec.expanded))
+            if key not in uses:
+                version = model.opset_imports.get(node.domain, 1)
+                ok = key in LOWERINGS or spec.expanded or inlinable(node.domain, node.op_type, version)
+                uses[key] = OpUse(node.domain, node.op_type, supported=ok)
+            use = uses[key]
             inputs = [v for v in node.inputs if v is not None]
             folds = (node.op_type == "Constant" and node.domain in ("", "ai.onnx")) or (
                 bool(inputs) and all(v.name in const for v in inputs) and spec.may_fold)

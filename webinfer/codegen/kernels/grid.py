@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import dims as D
 from ..registry import lowering
 from .helpers import contiguous_strides
+from .reduce import literal
 
 _MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic", "nearest": "nearest"}
 _TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
@@ -58,3 +59,27 @@ def lower_affine_grid(ctx) -> None:
         params[f"L{d}"], params[f"st{d}"] = size_d, stride
     ctx.dispatch("affine_grid.wgsl.j2", {"theta": ctx.gpu(theta)}, {"out": out}, work=out.numel, params=params,
                  rank=r, align=bool(ctx.attr("align_corners", 0)))
+
+
+@lowering("RoiAlign")
+def lower_roi_align(ctx) -> None:
+    """out[r, c, ph, pw]: the average (or max) of bilinear samples on a grid inside bin (ph, pw) of roi r, the
+    grid sampling_ratio per side or ceil(roi size / bins) when 0 (a count computed per roi from its data)."""
+    x, rois, batch = ctx.inputs[:3]
+    if x.rank != 4:
+        raise ctx.unsupported("X must be [N, C, H, W]")
+    mode = ctx.attr("mode", "avg")
+    ctm = ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    mode, ctm = (v.decode() if isinstance(v, bytes) else v for v in (mode, ctm))
+    if mode not in ("avg", "max") or ctm not in ("half_pixel", "output_half_pixel"):
+        raise ctx.unsupported(f"mode {mode!r} / coordinate_transformation_mode {ctm!r}")
+    oh, ow = ctx.attr("output_height", 1), ctx.attr("output_width", 1)
+    out = ctx.output(0, x.dtype, (rois.shape[0], x.shape[1], oh, ow))
+    if out.numel == 0:
+        return
+    params = {"n": out.numel, "C": x.shape[1], "H": x.shape[2], "W": x.shape[3], "OH": oh, "OW": ow,
+              "ratio": ctx.attr("sampling_ratio", 0)}
+    reads = {"x": ctx.gpu(x), "rois": ctx.gpu(rois), "bi": ctx.gpu(batch)}
+    ctx.dispatch("roi_align.wgsl.j2", reads, {"out": out}, work=out.numel, params=params, avg=mode == "avg",
+                 half_pixel=ctm == "half_pixel", scale=literal(ctx.attr("spatial_scale", 1.0)),
+                 roi_cols=rois.shape[1])

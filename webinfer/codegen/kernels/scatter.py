@@ -58,3 +58,25 @@ def lower_scatter_nd(ctx) -> None:
     for t in range(k):
         params.update({f"e{t}": ("i32", x.shape[t]), f"s{t}": strides[t]})
     _scatter(ctx, "nd", out, params, ctx.attr("reduction", "none") == "none", k=k)
+
+
+@lowering("TensorScatter")
+def lower_tensor_scatter(ctx) -> None:
+    """present[b, ..., s, ...] = update[b, ..., s - w[b], ...] where 0 <= s - w[b] < S (mod the cache length in
+    circular mode), else past: one invocation per cache element, so it is a gather and deterministic."""
+    past, upd = ctx.inputs[0], ctx.inputs[1]
+    axis = normalize_axis(ctx.attr("axis", -2), past.rank)
+    mode = ctx.attr("mode", "linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if axis == 0 or mode not in ("linear", "circular"):
+        raise ctx.unsupported(f"axis {axis} / mode {mode!r} (the sequence axis comes after the batch axis)")
+    out = ctx.output(0, past.dtype, past.shape)
+    if out.numel == 0:
+        return
+    reads = {"x": ctx.gpu(past), "upd": ctx.gpu(upd)}
+    if ctx.has_input(2):
+        reads["w"] = ctx.gpu(ctx.inputs[2])
+    params = {"n": out.numel, "inner": D.product(past.shape[axis + 1:]), "M": past.shape[axis], "S": upd.shape[axis],
+              "per_batch": D.product(past.shape[1:axis])}
+    ctx.dispatch("tensor_scatter.wgsl.j2", reads, {"out": out}, work=out.numel, params=params,
+                 circular=mode == "circular", indexed=ctx.has_input(2))

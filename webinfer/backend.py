@@ -1,10 +1,10 @@
 """webinfer as an ONNX backend (``onnx.backend.base.Backend``), so ONNX's own node tests can drive it.
 
-``prepare`` keeps the model; the first ``run`` builds it. Integer inputs that a node only uses as shape
-arithmetic (Reshape's shape, Slice's starts, ...) and that hold at most 64 elements are baked in as
-constants for that build (host shape arithmetic); every data input stays a GPU buffer. Builds are cached
-per baked value. The device string is accepted for the test runner's sake: everything runs on the WebGPU
-adapter.
+``prepare`` keeps the model; the first ``run`` builds it. Inputs that nodes only use as shape arithmetic
+(Reshape's shape, Slice's starts, ...; integer inputs also through integer arithmetic that ends there) and
+that hold at most 64 elements are baked in as constants for that build (host shape arithmetic); every data
+input stays a GPU buffer. Builds are cached per baked value. The device string is accepted for the test
+runner's sake: everything runs on the WebGPU adapter.
 """
 
 from __future__ import annotations
@@ -25,13 +25,39 @@ HOST_MAX_ELEMENTS = 64
 HOST_INPUTS: dict[str, tuple[int, ...]] = host_inputs()
 
 
+# Integer ops the build evaluates on the host when their inputs are known (shape arithmetic). A small integer
+# input that reaches only host positions, directly or through these, is shape arithmetic too: CenterCropPad's
+# function body computes Pad's pads and Slice's starts from the target shape with Max, Sub, Div and Concat.
+_SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Neg", "Abs", "Concat", "Gather",
+                               "Slice", "Squeeze", "Unsqueeze", "Reshape", "Identity", "Cast", "Equal", "Less",
+                               "Greater", "Where", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"})
+_INTEGER = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+            onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
+
+
 def host_input_names(model: onnx.ModelProto) -> set[str]:
-    """Graph inputs used only in host (shape) positions."""
-    host, data = set(), set()
+    """Graph inputs used only in host (shape) positions; integer ones also through shape arithmetic."""
+    uses: dict[str, list] = {}
     for node in model.graph.node:
         for pos, name in enumerate(node.input):
-            (host if pos in HOST_INPUTS.get(node.op_type, ()) else data).add(name)
-    return host - data
+            uses.setdefault(name, []).append((node, pos))
+    outputs = {o.name for o in model.graph.output}
+    memo: dict[tuple[str, bool], bool] = {}
+
+    def shape_only(name: str, through: bool) -> bool:
+        key = (name, through)
+        if key not in memo:
+            memo[key] = False  # (a graph has no cycles; this only guards the recursion)
+            memo[key] = name not in outputs and all(
+                pos in HOST_INPUTS.get(node.op_type, ())
+                or (through and node.op_type in _SHAPE_ARITHMETIC and not node.domain
+                    and all(shape_only(o, through) for o in node.output if o))
+                for node, pos in uses.get(name, ()))
+        return memo[key]
+
+    inits = {i.name for i in model.graph.initializer}
+    return {i.name for i in model.graph.input if i.name not in inits
+            and shape_only(i.name, i.type.tensor_type.elem_type in _INTEGER)}
 
 
 class WebinferRep(BackendRep):

@@ -55,6 +55,8 @@ def check_model(model, feeds: dict, rtol: float = RTOL, atol: float = ATOL, targ
         assert g.dtype == r.dtype, f"dtype {g.dtype} != reference {r.dtype}"
         if r.dtype.kind in "fc":
             np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+        elif "float" in r.dtype.name:  # ml_dtypes' bfloat16/float8/float4 (numpy kind 'V'): NaNs equal
+            np.testing.assert_allclose(g.astype(np.float32), r.astype(np.float32), rtol=rtol, atol=atol)
         else:
             np.testing.assert_array_equal(g, r)
     gpu_nodes = [p for p in rep.placement if p["where"] == "gpu"]

@@ -11,6 +11,7 @@ import numpy as np
 from . import __version__
 from . import dims as D
 from .artifact import ArtifactWriter
+from .codegen import packed
 from .codegen.lower import Lowerer
 from .codegen.program import Program
 from .codegen.registry import has_lowering
@@ -97,7 +98,9 @@ def imported(model):
 
 
 def gpu_bytes(value: np.ndarray, what: str) -> bytes:
-    """A constant in GPU storage form (32 bits per element; int64 range-checked)."""
+    """A constant in GPU storage form (32 bits per element, int64 range-checked; packed types packed)."""
+    if get_dtype(str(value.dtype)).packed:
+        return packed.pack(value)
     storage = get_dtype(str(value.dtype)).storage
     if storage == "f32":
         return np.ascontiguousarray(value, dtype=np.float32).tobytes()

@@ -7,6 +7,7 @@ The planned figure comes from the same planner the runtime uses (``runtime/memor
 from __future__ import annotations
 
 from . import dims as D
+from .dtypes import gpu_nbytes
 from .runtime.memory import lifetimes, plan_slots
 from .runtime.session import step_runs
 
@@ -26,7 +27,7 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
         while tensors[tid].get("alias") is not None:
             tid = tensors[tid]["alias"]
         base.append(tid)
-    sizes = {tid: max(4, _numel(t["shape"], env) * 4) for tid, t in enumerate(tensors)
+    sizes = {tid: max(4, gpu_nbytes(t["dtype"], _numel(t["shape"], env))) for tid, t in enumerate(tensors)
              if t["kind"] in ("input", "temp") and t.get("alias") is None}
     live = lifetimes(len(tensors), manifest["steps"], [io["tensor"] for io in manifest["inputs"]],
                      [io["tensor"] for io in manifest["outputs"]], base)
@@ -38,7 +39,7 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
         "kernels": sum(step_runs(s, env) for s in manifest["steps"]),
         "peak_bytes": sum(slot_sizes),
         "naive_bytes": sum(sizes.values()),
-        "weight_bytes": sum(_numel(t["shape"], {}) * 4 for t in tensors if t["kind"] == "weight"),
+        "weight_bytes": sum(gpu_nbytes(t["dtype"], _numel(t["shape"], {})) for t in tensors if t["kind"] == "weight"),
         "dims": env,
         "passes": manifest.get("passes", []),
     }

@@ -54,6 +54,11 @@ def test_compare_rules():
     assert "shape" in run.compare([a], [a.reshape(3, 1)])
     assert "differ" in run.compare([np.array([1, 2])], [np.array([1, 3])])
     assert "outputs" in run.compare([a, a], [a])
+    import ml_dtypes  # bfloat16/float8 compare as floats (NaNs equal), like onnx's own runner
+
+    b = np.array([1.0, np.nan, 3.0], np.float32).astype(ml_dtypes.float8_e4m3fn)
+    assert run.compare([b], [b.copy()]) is None
+    assert "mismatch" in run.compare([b], [np.array([1.0, np.nan, 3.5], np.float32).astype(ml_dtypes.float8_e4m3fn)])
 
 
 def _range_model():
@@ -105,7 +110,10 @@ def test_categories():
 
     assert categories.categorize("t", model(helper.make_node("Relu", ["x"], ["y"]))) == "todo"
     assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"]), TensorProto.STRING)) == "dtype-string"
-    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16))) == "dtype-bfloat16"
+    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.COMPLEX64))) == "dtype-complex"
+    # packed low-precision types are supported (no longer a permanent category)
+    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16))) == "todo"
+    assert categories.categorize("t", model(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT4))) == "todo"
     assert categories.categorize("t", model(helper.make_node("Bernoulli", ["x"], ["y"]))) == "random"
     train = helper.make_node("Adam", ["x"], ["y"], domain="ai.onnx.preview.training")
     assert categories.categorize("t", model(train, domain="ai.onnx.preview.training")) == "training"

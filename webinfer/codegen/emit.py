@@ -17,6 +17,7 @@ import numpy as np
 from ..dims import Dim
 from ..dtypes import dtype as get_dtype
 from ..errors import WebinferError
+from . import packed
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(__file__), "..", "shaders")),
@@ -65,13 +66,33 @@ class Binding:
     storage: str
     compute: str
     write: bool
+    bits: int = 32  # < 32: packed codes (dtypes.py); the accessors decode/encode them
+    dec: str = ""  # WGSL decoding the masked code `c` to the compute type
+    enc: str = ""  # WGSL encoding the compute value `v` to a code
+
+    @property
+    def per(self) -> int:
+        return 32 // self.bits
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
+
+
+def binding(var: str, dtype: str, write: bool) -> Binding:
+    d = get_dtype(dtype)
+    if not d.packed:
+        return Binding(var, d.storage, d.compute, write)
+    # stores keep a value that is already in the type (Cast rounded it): float8e8m0 rounds "down" (exact)
+    return Binding(var, d.storage, d.compute, write, d.bits, packed.decode_expr(dtype, "c"),
+                   packed.encode_expr(dtype, "v", round_mode="down"))
 
 
 def render(template: str, reads: dict, writes: dict, params: dict, wg: int, **ctx) -> tuple[str, list]:
     """Render a kernel. ``params`` maps name -> (wgsl type, value); static values become literals,
     symbolic ones uniform fields. Returns the WGSL and the uniforms [(name, type, dim)]."""
-    bindings = [Binding(v, get_dtype(t.dtype).storage, get_dtype(t.dtype).compute, False) for v, t in reads.items()]
-    bindings += [Binding(v, get_dtype(t.dtype).storage, get_dtype(t.dtype).compute, True) for v, t in writes.items()]
+    bindings = [binding(v, t.dtype, False) for v, t in reads.items()]
+    bindings += [binding(v, t.dtype, True) for v, t in writes.items()]
     p: dict[str, str] = {}
     uniforms: list[tuple[str, str, Dim]] = []
     for name, (typ, value) in params.items():
@@ -83,7 +104,18 @@ def render(template: str, reads: dict, writes: dict, params: dict, wg: int, **ct
     wgsl = _ENV.get_template(template).render(
         bindings=bindings, uniforms=uniforms, p=p, wg=wg, lit=wgsl_literal, **ctx
     )
-    return route_float_bits(wgsl), uniforms
+    return route_float_bits(wgsl + packed.functions_for(wgsl)), uniforms
+
+
+def indexes_packed_directly(wgsl: str, reads: dict, writes: dict, vec4_vars=()) -> bool:
+    """Whether a shader reads or writes a packed binding other than through the prelude's accessors (which
+    index it once to load, or three times when it is written: atomicLoad, atomicAnd, atomicOr)."""
+    for var, t in list(reads.items()) + list(writes.items()):
+        if not get_dtype(t.dtype).packed:
+            continue
+        if var in vec4_vars or len(re.findall(rf"\b{var}\[", wgsl)) != (3 if var in writes else 1):
+            return True
+    return False
 
 
 _FLOAT_BITS = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+u)\)")

@@ -17,6 +17,8 @@ import onnx_ir as ir
 
 from .. import dims as D
 from ..dims import Dim
+from ..dtypes import dtype as get_dtype
+from ..dtypes import wide_dtype
 from ..errors import UnsupportedOpError, WebinferError
 from ..opschema import op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
@@ -304,6 +306,10 @@ class Lowerer:
             if isinstance(g, int) and g > lim["max_workgroups"]:
                 raise WebinferError(f"internal error: {label} dispatches {g} workgroups in one dimension")
         wgsl, uniforms = emit.render(template, reads, writes, params, wg, **tctx)
+        if emit.indexes_packed_directly(wgsl, reads, writes, tctx.get("vec4_vars", ())):
+            self._dispatch_widened(template, reads, writes, work=work, grid=grid, params=params, wg=wg,
+                                   label=label, node=node, tctx=tctx, when=when)
+            return
         if emit.workgroup_bytes(wgsl) > lim["max_workgroup_bytes"]:
             raise WebinferError(f"internal error: {label} uses {emit.workgroup_bytes(wgsl)} bytes of workgroup "
                                 f"memory (limit {lim['max_workgroup_bytes']})")
@@ -312,6 +318,30 @@ class Lowerer:
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
                                        tuple(grid), node=str(node), label=label, when=when))
         self.steps_of_node += 1
+
+    def _dispatch_widened(self, template, reads, writes, **kw) -> None:
+        """A kernel that indexes its buffers itself (not through the prelude's accessors) gets packed tensors
+        (bfloat16, float8, int4...) unpacked into 32-bit temporaries first and its packed outputs packed
+        after; an output is unpacked before too, since a kernel may write only part of it (scatter)."""
+        def wide(t: Tensor) -> Tensor:
+            return self.program.new_tensor(wide_dtype(t.dtype), t.shape) if get_dtype(t.dtype).packed else t
+
+        def convert(src: Tensor, dst: Tensor) -> None:
+            self.dispatch("elementwise.wgsl.j2", {"x0": src}, {"out": dst}, work=dst.numel, grid=None,
+                          params={"n": dst.numel}, wg=256, label=f"convert:{kw['label']}", node=kw["node"],
+                          tctx={"arity": 1, "rank": dst.rank, "contiguous": True, "scalar": [False],
+                                "expr": "v0", "helpers": [], "in_types": [get_dtype(src.dtype).compute]})
+
+        wide_reads = {k: wide(t) for k, t in reads.items()}
+        wide_writes = {k: wide(t) for k, t in writes.items()}
+        for k, t in list(reads.items()) + list(writes.items()):
+            target = wide_reads.get(k) if k in reads else wide_writes[k]
+            if target is not t:
+                convert(t, target)
+        self.dispatch(template, wide_reads, wide_writes, **kw)
+        for k, t in writes.items():
+            if wide_writes[k] is not t:
+                convert(wide_writes[k], t)
 
 
 def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:

@@ -41,4 +41,10 @@ def _to_array(t: HostTensor):
         import numpy as np
     except ImportError:
         return t
-    return np.frombuffer(t.data, dtype=t.dtype).reshape(t.shape).copy()
+    try:
+        dtype = np.dtype(t.dtype)
+    except TypeError:  # bfloat16, float8, int4...: numpy knows them once ml_dtypes is imported
+        import ml_dtypes  # noqa: F401
+
+        dtype = np.dtype(t.dtype)
+    return np.frombuffer(t.data, dtype=dtype).reshape(t.shape).copy()

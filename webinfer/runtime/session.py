@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from .. import dims as D
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, gpu_nbytes
 from ..errors import WebinferError
 from .memory import lifetimes, plan_slots
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
@@ -51,11 +51,11 @@ class SessionCore:
         self.states = {}
         for st in manifest.get("states", []):
             cap = self.tensors[st["tensor"]]["capacity"]
-            self.states[st["tensor"]] = device.create_buffer(max(4, _prod(cap) * 4), "storage")
+            self.states[st["tensor"]] = device.create_buffer(max(4, self._nbytes(st["tensor"], _prod(cap))), "storage")
         self._dynamic = [bool(_step_dims(step) & set(self.bounds)) for step in self.steps]
         self._input_tensor = {io["name"]: io["tensor"] for io in manifest["inputs"]}
-        self.weight_bytes = sum(_prod(self.tensors[tid]["shape"]) * 4 for tid in self.weights)
-        self.state_bytes = sum(_prod(self.tensors[tid]["capacity"]) * 4 for tid in self.states)
+        self.weight_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["shape"])) for tid in self.weights)
+        self.state_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["capacity"])) for tid in self.states)
         self._plans: dict[tuple, dict] = {}
 
     def gpu_bytes(self) -> dict:
@@ -79,7 +79,7 @@ class SessionCore:
         for tid, t in enumerate(self.tensors):
             if t["kind"] != "weight":
                 continue
-            nbytes = D.evaluate(_numel(t), {}) * 4
+            nbytes = self._nbytes(tid, D.evaluate(_numel(t), {}))
             buf = self.device.create_buffer(nbytes, "storage")
             for shard, offset, n, dst in t["chunks"]:
                 if n == 0:
@@ -171,7 +171,7 @@ class SessionCore:
         for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
             if not self._dynamic[i] and not step_runs(step, env):
                 continue
-            binds = [(buffers[base[tid]], 0, max(4, numel[tid] * 4)) for tid in step["reads"] + step["writes"]]
+            binds = [(buffers[base[tid]], 0, max(4, self._nbytes(tid, numel[tid]))) for tid in step["reads"] + step["writes"]]
             ukey = None
             if step["uniforms"]:
                 ukey = repr(step["uniforms"])
@@ -186,9 +186,10 @@ class SessionCore:
         readbacks = {}
         for io in self.manifest["outputs"]:
             tid = io["tensor"]
-            readbacks[io["name"]] = (self.device.create_buffer(max(4, numel[tid] * 4), "readback"), numel[tid])
+            size = max(4, self._nbytes(tid, numel[tid]))
+            readbacks[io["name"]] = (self.device.create_buffer(size, "readback"), size)
             owned.append(readbacks[io["name"]][0])
-        nbytes = self.last_plan_bytes + sum(max(16, (n * 4 + 15) // 16 * 16) for _, n in readbacks.values())
+        nbytes = self.last_plan_bytes + sum(max(16, (n + 15) // 16 * 16) for _, n in readbacks.values())
         nbytes += ubytes
         plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
                 "readbacks": readbacks, "owned": owned, "bytes": nbytes, "uniforms": shared}
@@ -229,7 +230,7 @@ class SessionCore:
 
     def memory_plan(self, numel: list[int], base: list[int]) -> tuple[dict[int, int], list[int], int]:
         """Slots for inputs and intermediates: (tensor -> slot, slot bytes, naive bytes)."""
-        sizes = {tid: max(4, numel[tid] * 4) for tid, t in enumerate(self.tensors)
+        sizes = {tid: max(4, self._nbytes(tid, numel[tid])) for tid, t in enumerate(self.tensors)
                  if t["kind"] in ("input", "temp") and t.get("alias") is None}
         live = lifetimes(len(self.tensors), self.steps, [io["tensor"] for io in self.manifest["inputs"]],
                          [io["tensor"] for io in self.manifest["outputs"]], base)
@@ -240,8 +241,8 @@ class SessionCore:
         slot_of, slot_sizes, _ = self.memory_plan(numel, base)
         limit = self.device.limits.get("max-storage-buffer-binding-size", 1 << 27)
         for tid in slot_of:
-            if numel[tid] * 4 > limit:
-                raise WebinferError(f"a tensor of {numel[tid] * 4} bytes exceeds this device's binding limit "
+            if self._nbytes(tid, numel[tid]) > limit:
+                raise WebinferError(f"a tensor of {self._nbytes(tid, numel[tid])} bytes exceeds this device's binding limit "
                                     f"({limit})")
         slots = [self.device.create_buffer(size, "storage") for size in slot_sizes]
         buffers: dict[int, object] = dict(self.weights)
@@ -249,6 +250,10 @@ class SessionCore:
         buffers.update({tid: slots[slot] for tid, slot in slot_of.items()})
         self.last_plan_bytes = sum(slot_sizes)
         return buffers, list(slots)
+
+    def _nbytes(self, tid: int, numel: int) -> int:
+        """GPU bytes of tensor ``tid`` at ``numel`` elements (packed types hold several per word)."""
+        return gpu_nbytes(self.tensors[tid]["dtype"], numel)
 
     def _base(self, tid: int) -> int:
         while self.tensors[tid].get("alias") is not None:
@@ -301,7 +306,7 @@ class SessionCore:
             tid = outputs[n]["tensor"]
             shapes[n] = [D.evaluate(d, env) for d in self.tensors[tid]["shape"]]
             sources[n] = plan["buffers"][plan["base"][tid]]
-            copies.append((sources[n], 0, readbacks[n][0], 0, max(4, _prod(shapes[n]) * 4)))
+            copies.append((sources[n], 0, readbacks[n][0], 0, max(4, self._nbytes(tid, _prod(shapes[n])))))
         self.device.submit(plan["dispatches"], copies, pre)
         return {"names": names, "shapes": shapes, "readbacks": readbacks, "outputs": sources}
 
@@ -309,7 +314,7 @@ class SessionCore:
         if not overlap:
             return plan["readbacks"]
         if "readbacks_b" not in plan:  # a second set, made on first use
-            plan["readbacks_b"] = {n: (self.device.create_buffer(max(4, c * 4), "readback"), c)
+            plan["readbacks_b"] = {n: (self.device.create_buffer(c, "readback"), c)
                                    for n, (_, c) in plan["readbacks"].items()}
             plan["owned"] += [b for b, _ in plan["readbacks_b"].values()]
         plan["turn"] = not plan.get("turn", False)
@@ -322,7 +327,7 @@ class SessionCore:
             t = self.tensors[outputs[n]["tensor"]]
             buf, _ = ticket["readbacks"][n]
             count = _prod(ticket["shapes"][n])
-            data = await self.device.read(buf, count * 4)
+            data = await self.device.read(buf, self._nbytes(outputs[n]["tensor"], count))
             results.append(HostTensor(t["dtype"], ticket["shapes"][n], from_gpu_bytes(t["dtype"], data, count)))
         return results
 

@@ -1,7 +1,9 @@
 """Host tensors and their conversion to and from GPU storage, with the standard library only.
 
-On the GPU every element is 32 bits (see ``dtypes``); here we widen and narrow with ``array`` and
-``struct``, refusing int64 values that do not fit the i32 they become.
+On the GPU most elements are 32 bits (see ``dtypes``); here we widen and narrow with ``array`` and
+``struct``, refusing int64 values that do not fit the i32 they become. Packed types (bfloat16, float8,
+4- and 2-bit) keep their codes: the host holds one code per byte (two bytes for bfloat16), as numpy /
+ml_dtypes do, and the GPU several per 32-bit word; ``bytes.translate`` and big-integer ORs move them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ class HostTensor:
         return n
 
     def tolist(self) -> list:
-        fmt = DTYPES[self.dtype].host_format
+        d = DTYPES[self.dtype]
+        if d.packed and d.compute != "f32":  # int4/uint4/int2/uint2 codes, sign-extended where signed
+            half = 1 << (d.bits - 1)
+            return [c - 2 * half if d.compute == "i32" and c >= half else c for c in self.data]
+        fmt = d.host_format
         if fmt == "e":
             return [v[0] for v in struct.iter_unpack("<e", self.data)]
         if fmt == "?":
@@ -62,6 +68,8 @@ def as_host(value, name: str) -> HostTensor:
 def to_gpu_bytes(t: HostTensor, name: str) -> bytes:
     """Host bytes -> 32-bit GPU storage bytes."""
     d = DTYPES[t.dtype]
+    if d.packed:
+        return _pad_words(pack_codes(t.data, d.bits) if d.bits < 8 else t.data)
     fmt = d.host_format
     if fmt in ("f", "i", "I"):
         return t.data
@@ -83,8 +91,10 @@ def to_gpu_bytes(t: HostTensor, name: str) -> bytes:
 
 
 def from_gpu_bytes(dtype: str, data: bytes, numel: int) -> bytes:
-    """32-bit GPU storage bytes -> host bytes of ``dtype``."""
+    """GPU storage bytes -> host bytes of ``dtype``."""
     d = DTYPES[dtype]
+    if d.packed:
+        return unpack_codes(data, d.bits, numel) if d.bits < 8 else data[: numel * d.host_size]
     data = data[: numel * 4]
     fmt = d.host_format
     if fmt in ("f", "i", "I"):
@@ -104,6 +114,42 @@ def from_gpu_bytes(dtype: str, data: bytes, numel: int) -> bytes:
             half = 1 << (8 * d.host_size - 1)
             src = [v - 2 * half if v >= half else v for v in src]
     return array(fmt, src).tobytes()
+
+
+def pack_codes(codes: bytes, bits: int) -> bytes:
+    """One code per byte -> 8 // bits codes per byte, the first in the lowest bits."""
+    per = 8 // bits
+    n = -(-len(codes) // per)
+    acc = 0
+    for k in range(per):
+        part = codes[k::per].translate(_shift_table(bits, k, pack=True))
+        acc |= int.from_bytes(part, "little")
+    return acc.to_bytes(n, "little")
+
+
+def unpack_codes(data: bytes, bits: int, numel: int) -> bytes:
+    """The inverse of ``pack_codes``: ``numel`` codes, one per byte."""
+    per = 8 // bits
+    out = bytearray(numel)
+    for k in range(per):
+        count = len(range(k, numel, per))
+        out[k::per] = data[:count].translate(_shift_table(bits, k, pack=False))
+    return bytes(out)
+
+
+_TABLES: dict[tuple, bytes] = {}
+
+
+def _shift_table(bits: int, k: int, pack: bool) -> bytes:
+    key = (bits, k, pack)
+    if key not in _TABLES:
+        mask = (1 << bits) - 1
+        _TABLES[key] = bytes(((b & mask) << (k * bits)) if pack else ((b >> (k * bits)) & mask) for b in range(256))
+    return _TABLES[key]
+
+
+def _pad_words(data: bytes) -> bytes:
+    return data + b"\0" * ((-len(data)) % 4)
 
 
 def _to_half_range(v: float) -> float:

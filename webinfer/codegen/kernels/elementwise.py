@@ -11,6 +11,7 @@ import math
 
 from ... import dims as D
 from ...dtypes import dtype as get_dtype
+from .. import packed
 from ..emit import wgsl_literal
 from ..registry import lowering
 from . import elementwise_ops
@@ -70,19 +71,33 @@ def _float_unary(fmt: str):
 
 
 def _cast(ctx, a, it, ot):
-    return cast_expr(a[0], it[0], ctx.attr("to_dtype"))
+    mode = ctx.attr("round_mode", "up")
+    return cast_expr(a[0], it[0], ctx.attr("to_dtype"), saturate=bool(ctx.attr("saturate", 1)),
+                     round_mode=mode if mode in ("up", "down", "nearest") else "up")
 
 
-def cast_expr(v: str, src_dtype: str, dst_dtype: str) -> str:
-    """A WGSL expression converting a loaded value to another ONNX type's compute type."""
+def cast_expr(v: str, src_dtype: str, dst_dtype: str, saturate: bool = True, round_mode: str = "up") -> str:
+    """A WGSL expression converting a loaded value to another ONNX type's compute type.
+
+    Packed targets (bfloat16, float8, 4/2-bit) give the value the stored code will hold: floats rounded
+    to nearest even (clamped to the largest finite value first when ``saturate``, as ONNX's Cast says for
+    float8), integers truncated and wrapped to their width like numpy's ``astype``."""
     src, dst = get_dtype(src_dtype).compute, get_dtype(dst_dtype).compute
     if dst == "bool":
         return v if src == "bool" else f"({v} != {src}(0))"
     if src == "bool":
         return f"select({dst}(0), {dst}(1), {v})"
+    if get_dtype(dst_dtype).packed and dst == "f32":
+        v = v if src == "f32" else f"f32({v})"
+        v = packed.saturate_expr(dst_dtype, v) if saturate else v
+        return packed.round_trip_expr(dst_dtype, v, round_mode=round_mode, saturate=saturate)
     if src == "f32" and dst != "f32":
         v = f"trunc({v})"
+        if dst == "u32" and get_dtype(dst_dtype).packed:  # negative floats wrap (via i32), as numpy's do
+            v = f"i32({v})"
     out = f"{dst}({v})" if src != dst else v
+    if get_dtype(dst_dtype).packed:
+        return packed.round_trip_expr(dst_dtype, out)
     if dst_dtype == "uint8":
         out = f"({out} & 0xffu)"
     elif dst_dtype == "int8":
@@ -92,7 +107,7 @@ def cast_expr(v: str, src_dtype: str, dst_dtype: str) -> str:
     elif dst_dtype == "int16":
         out = f"((({out} & 0xffff) ^ 0x8000) - 0x8000)"
     elif dst_dtype == "float16":
-        out = f"quantizeToF16({out})"
+        out = packed.f16_round_expr(out)
     return out
 
 

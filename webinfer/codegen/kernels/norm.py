@@ -4,6 +4,7 @@ statistics (max, sum, mean, variance), then one expression per element. Accumula
 from __future__ import annotations
 
 from ... import dims as D
+from ...dtypes import is_float
 from ..registry import lowering
 from .helpers import normalize_axis
 from .reduce import Stat, literal, max_stat, row_kernel, sum_stat
@@ -22,7 +23,7 @@ _SOFTMAX = {
 
 def _float_input(ctx, i: int = 0):
     x = ctx.inputs[i]
-    if x.dtype not in ("float32", "float16", "float64"):
+    if not is_float(x.dtype):
         raise ctx.unsupported(f"input type {x.dtype} (expected a float type)")
     return x
 

@@ -1,5 +1,8 @@
 """QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked) and DynamicQuantizeLinear.
 
+Quantized types include the packed ones (int4/uint4/int2/uint2, float8, float4e2m1): the kernel reads
+and writes their codes through the prelude's accessors, so a blocked int4 weight is read packed.
+
 One elementwise kernel: each element finds its scale (and zero point) by its coordinates, where the
 quantized axis coordinate is divided by the block size (1 for per-axis) and axes the scale does not
 have contribute nothing. Quantizing rounds half to even (WGSL ``round``) and saturates to the output
@@ -11,11 +14,13 @@ from __future__ import annotations
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
+from .. import packed
 from ..registry import lowering
 from .helpers import compute_type, contiguous_strides, normalize_axis
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
-          "int32": (-2147483648, 2147483647)}
+          "int32": (-2147483648, 2147483647), "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1)}
+FLOAT_TARGETS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
 STATS_WG = 256
 
 
@@ -35,7 +40,7 @@ def scale_strides(ctx, x, scale) -> tuple[list, int, int]:
     return [1 if d == axis else 0 for d in range(rank)], axis, 1
 
 
-def _dispatch(ctx, kind, x, scale, zp, out, ranges=(0, 0)) -> None:
+def _dispatch(ctx, kind, x, scale, zp, out, ranges=(0, 0), value: str = "") -> None:
     strides, axis, block = scale_strides(ctx, x, scale)
     params: dict = {"n": out.numel, "block": block}
     for d, dim in enumerate(x.shape):
@@ -47,7 +52,8 @@ def _dispatch(ctx, kind, x, scale, zp, out, ranges=(0, 0)) -> None:
     lo, hi = ranges
     ctx.dispatch("quant.wgsl.j2", reads, {"out": out}, work=out.numel, params=params, kind=kind, rank=x.rank,
                  axis=axis, has_zp=zp is not None, varying=[s != 0 for s in strides], ct=compute_type(out.dtype),
-                 zct=compute_type(zp.dtype) if zp is not None else "i32", lo=f"{float(lo)}", hi=f"{float(hi)}")
+                 zct=compute_type(zp.dtype) if zp is not None else "i32", lo=f"{float(lo)}", hi=f"{float(hi)}",
+                 value=value)
 
 
 @lowering("QuantizeLinear")
@@ -60,18 +66,29 @@ def lower_quantize(ctx) -> None:
         dt = tensor_dtype_to_np_dtype(ctx.attr("output_dtype")).name
     else:
         dt = "uint8"
+    out = ctx.output(0, dt, x.shape)
+    if dt in FLOAT_TARGETS:
+        # ONNX's reference ignores the zero point of float8 outputs (it must be 0) and adds float4's
+        value = "(f32(ld_x(gi)) / sc + z)" if dt == "float4_e2m1fn" else "(f32(ld_x(gi)) / sc)"
+        if ctx.attr("saturate", 1):
+            value = packed.saturate_expr(dt, value)
+        _dispatch(ctx, "qf", x, scale, zp if dt == "float4_e2m1fn" else None, out, value=value)
+        return
     if dt not in RANGES:
         raise ctx.unsupported(f"quantizing to {dt}")
-    _dispatch(ctx, "q", x, scale, zp, ctx.output(0, dt, x.shape), RANGES[dt])
+    _dispatch(ctx, "q", x, scale, zp, out, RANGES[dt])
 
 
 @lowering("DequantizeLinear")
 def lower_dequantize(ctx) -> None:
     x, scale = ctx.inputs[0], ctx.inputs[1]
     zp = ctx.inputs[2] if ctx.has_input(2) else None
-    if x.dtype not in RANGES:
+    if x.dtype in FLOAT_TARGETS:
+        zp = None  # float8's must be 0; float4's is ignored by ONNX's reference
+    elif x.dtype not in RANGES:
         raise ctx.unsupported(f"dequantizing {x.dtype}")
-    _dispatch(ctx, "dq", x, scale, zp, ctx.output(0, scale.dtype, x.shape))
+    dt = tensor_dtype_to_np_dtype(ctx.attr("output_dtype")).name if ctx.attr("output_dtype") else scale.dtype
+    _dispatch(ctx, "dq", x, scale, zp, ctx.output(0, dt, x.shape))
 
 
 @lowering("DynamicQuantizeLinear")

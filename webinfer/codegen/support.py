@@ -55,7 +55,7 @@ def op_uses(model: ir.Model, constant_inputs: Iterable[str] = ()) -> list[OpUse]
             use = uses[key]
             inputs = [v for v in node.inputs if v is not None]
             folds = (node.op_type == "Constant" and node.domain in ("", "ai.onnx")) or (
-                bool(inputs) and all(v.name in const for v in inputs) and spec.may_fold)
+                all(v.name in const for v in inputs) and spec.may_fold)  # no inputs: folds too
             if folds:
                 const.update(v.name for v in node.outputs)
             if not use.supported and folds:

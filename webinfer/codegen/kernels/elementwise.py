@@ -246,6 +246,14 @@ def lower_elementwise(ctx) -> None:
     elementwise(ctx, build, [t for _, t in present], out, [i for i, _ in present])
 
 
+@lowering("CastLike")
+def lower_castlike(ctx) -> None:
+    """Cast to the type of input 1, which gives only its type (the clean-up passes usually rewrite CastLike
+    into Cast already; this covers what they leave)."""
+    x = ctx.inputs[0]
+    elementwise(ctx, _cast, [x], ctx.output(0, ctx.inputs[1].dtype, x.shape))
+
+
 def elementwise(ctx, build, inputs, out, positions=None) -> None:
     """Emit the broadcasting kernel computing ``build(...)`` of ``inputs`` into ``out``."""
     positions = positions if positions is not None else list(range(len(inputs)))

@@ -17,8 +17,8 @@ import onnx_ir as ir
 
 from .. import dims as D
 from ..dims import Dim
+from ..dtypes import DTYPES, gpu_nbytes, wide_dtype
 from ..dtypes import dtype as get_dtype
-from ..dtypes import wide_dtype
 from ..errors import UnsupportedOpError, WebinferError
 from ..opschema import op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
@@ -27,6 +27,7 @@ from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all
 
 HOST_MAX_ELEMENTS = 64
+WIDEN_MIN_BYTES = 1 << 16  # a folded result this small may widen a packed constant
 
 
 class LowerContext:
@@ -245,8 +246,13 @@ class Lowerer:
         present = [t for t in ctx.inputs if t is not None]
         spec = schema(node.op_type, node.domain)
         # ops outside ONNX's domain have no reference implementation to fold with: their lowering takes constants.
+        folded = None
         if present and all(t.value is not None for t in present) and spec.may_fold:
-            for i, value in enumerate(fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)):
+            folded = fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)
+            if fn is not None and widens_packed(present, folded):
+                folded = None  # keep the packed constant packed: the op runs as a kernel each run
+        if folded is not None:
+            for i, value in enumerate(folded):
                 ctx.set_const(i, value)
         elif fn is None:
             raise UnsupportedOpError(f"unsupported op {op_label(node.domain, node.op_type)} (node {ctx.describe()})")
@@ -342,6 +348,16 @@ class Lowerer:
         for k, t in writes.items():
             if wide_writes[k] is not t:
                 convert(wide_writes[k], t)
+
+
+def widens_packed(inputs: list[Tensor], outputs: list[np.ndarray]) -> bool:
+    """Whether folding would turn a packed constant (int4, float8... weights) into a much larger one: a
+    DequantizeLinear of a 4-bit weight would put 8x its bytes into the artifact."""
+    packed = sum(gpu_nbytes(t.dtype, t.value.size) for t in inputs if get_dtype(t.dtype).packed)
+    if not packed:
+        return False
+    out = sum(gpu_nbytes(str(v.dtype), v.size) if str(v.dtype) in DTYPES else v.nbytes for v in outputs)
+    return out > 2 * packed and out > WIDEN_MIN_BYTES
 
 
 def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:

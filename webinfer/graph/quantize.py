@@ -19,7 +19,9 @@ token, and GGUF "Q4_1" files keep them at Q8_0 (symmetric int8 blocks of 32: our
 80.4 % and perplexity +9.9 %; with it int8, 100 % and +0.00 % (tests/llm/test_quant_accuracy.py).
 
 The graph rewrite writes ``webinfer.MatMulQ(x, words, params?, bias?)`` and ``webinfer.GatherQ(words,
-params?, indices)``; codegen/kernels/quant_matmul.py lowers them.
+params?, indices)``; codegen/kernels/quant_matmul.py lowers them. A weight the model already stores
+quantized (``DequantizeLinear`` of an int4/int8 constant, opset 21's blocked form) is taken as it is, with or
+without ``--quantize`` (graph/qdq_weights.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import onnx_ir as ir
 
 from ..opschema import QUANT_BLOCK, WEBINFER_DOMAIN
 from .passes._util import const, new_initializer, replace_value
+from .qdq_weights import PackedWeight, dequantized_weight
 
 BLOCK = QUANT_BLOCK
 FORMATS = ("int8", "int4")
@@ -128,7 +131,33 @@ class _Rewriter:
                 return node.inputs[0], src, False
         return None
 
+    def dequantized(self, b: ir.Value, n_major: bool) -> PackedWeight | None:
+        """A weight the model already stores quantized (DequantizeLinear of constants), packed as it is."""
+        found = dequantized_weight(b, n_major)
+        node = b.producer() if found is None and b is not None else None
+        if node is not None and node.op_type == "Transpose" and node.domain == "":
+            perm = node.attributes.get("perm")
+            if perm is None or list(perm.as_ints()) == [1, 0]:
+                found = dequantized_weight(node.inputs[0], not n_major)
+        return found
+
+    def emit_dequantized(self, node: ir.Node, w: PackedWeight, bias: np.ndarray | None, alpha: float) -> None:
+        key = ("dq", id(w.source), w.fmt, w.block, alpha)
+        if key not in self.packed:
+            hint = f"{w.source.name or 'w'}.{w.fmt}"
+            self.packed[key] = (new_initializer(self.graph, w.words, hint),
+                                new_initializer(self.graph, w.params * np.float32(alpha), hint + ".params"))
+        inputs = list(self.packed[key])
+        if bias is not None:
+            inputs.append(new_initializer(self.graph, bias, f"{w.source.name or 'w'}.bias"))
+        self.replace(node, "MatMulQ", [node.inputs[0], *inputs],
+                     {"format": w.fmt, "k": w.k, "n": w.n, "block": w.block})
+
     def matmul(self, node: ir.Node) -> None:
+        packed = self.dequantized(node.inputs[1], n_major=False)
+        if packed is not None:
+            self.emit_dequantized(node, packed, None, 1.0)
+            return
         found = self.weight_nk(node.inputs[1])
         if found is None or (self.fmt is None and found[2]):
             return  # without quantization only a transposed constant (a tied table) is worth rewriting
@@ -137,19 +166,23 @@ class _Rewriter:
 
     def gemm(self, node: ir.Node) -> None:
         attrs = {n: node.attributes[n].value for n in ("transA", "transB", "alpha", "beta") if n in node.attributes}
-        if self.fmt is None or attrs.get("transA", 0):
+        if attrs.get("transA", 0):
             return
+        packed = self.dequantized(node.inputs[1], n_major=bool(attrs.get("transB", 0)))
         b = const(node.inputs[1])
-        if b is None or b.ndim != 2 or b.dtype != np.float32:
+        if packed is None and (self.fmt is None or b is None or b.ndim != 2 or b.dtype != np.float32):
             return
-        w_nk, transposed = (b, False) if attrs.get("transB", 0) else (b.T, True)
+        n = packed.n if packed is not None else b.shape[0] if attrs.get("transB", 0) else b.shape[1]
         bias = None
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             c = const(node.inputs[2])
-            n = w_nk.shape[0]
             if c is None or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1):
                 return
             bias = np.broadcast_to(c.reshape(-1) * np.float32(attrs.get("beta", 1.0)), (n,)).astype(np.float32)
+        if packed is not None:
+            self.emit_dequantized(node, packed, bias, float(attrs.get("alpha", 1.0)))
+            return
+        w_nk, transposed = (b, False) if attrs.get("transB", 0) else (b.T, True)
         self.emit_matmul(node, node.inputs[1], w_nk, transposed, bias, float(attrs.get("alpha", 1.0)))
 
     def emit_matmul(self, node, src, w_nk, transposed, bias, alpha) -> None:

@@ -135,3 +135,25 @@ def test_kernel_indexing_buffers_itself_gets_widened():
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=8e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, np.int32), (np.int32, np.float32), (np.uint32, np.int32),
+                                     (np.int8, np.uint8), (np.uint16, np.int16), (np.float16, np.int16),
+                                     (ml_dtypes.bfloat16, np.uint16), (np.int16, ml_dtypes.bfloat16),
+                                     (ml_dtypes.float8_e4m3fn, np.uint8), (np.uint8, ml_dtypes.float8_e5m2),
+                                     (ml_dtypes.int4, ml_dtypes.uint4), (np.bool_, np.uint8)],
+                         ids=lambda d: np.dtype(d).name)
+def test_bitcast(src, dst):
+    raw = rng.integers(0, 256, size=(3, 7 * np.dtype(src).itemsize), dtype=np.uint8)
+    x = raw.view(src) if np.dtype(src).itemsize > 1 else raw.astype(np.uint8).view(src)
+    if src in (ml_dtypes.int4, np.bool_):
+        x = (raw % (16 if src is ml_dtypes.int4 else 2)).astype(np.int8).astype(src)
+    # NaN payloads are not kept (a float8/bfloat16 NaN is decoded to an f32 NaN and re-encoded canonically)
+    if np.dtype(src).kind == "f" or "float" in np.dtype(src).name:
+        x = np.where(np.isnan(x.astype(np.float32)), np.zeros_like(x), x)
+    if (np.dtype(dst).kind == "f" or "float" in np.dtype(dst).name) and np.dtype(src).itemsize == np.dtype(dst).itemsize:
+        x = np.where(np.isnan(x.view(dst).astype(np.float32)), np.zeros_like(x), x)
+    node = helper.make_node("BitCast", ["x"], ["y"], to=helper.np_dtype_to_tensor_dtype(np.dtype(dst)))
+    (ref,), (got,) = run_both(make_model([node], {"x": x}, ["y"], opset=26), {"x": x})
+    assert got.dtype == ref.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))

@@ -150,6 +150,7 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None,
         "index_bounds": program.index_bounds,
         "tensors": tensors,
         "steps": steps,
+        "control": program.control,  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
         "placement": program.placement,
         "passes": passes or [],
         "options": (options or BuildOptions()).to_json(),

@@ -113,6 +113,8 @@ _DECLARED: list[OpSchema] = [
     OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=4),
     *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),
     OpSchema("SampleToken", WEBINFER_DOMAIN, random=True),
+    # -- control flow: subgraphs that read outer values cannot be evaluated alone (codegen: control_flow)
+    *(OpSchema(op, foldable=False) for op in ("If", "Loop", "Scan")),
     # -- onnxruntime's contrib ops: graph/contrib rewrites them into ONNX and webinfer ops -----------
     *(OpSchema(op, MICROSOFT_DOMAIN, expanded=True) for op in _CONTRIB),
     # onnxruntime registers this one in ONNX's own domain; ONNX has no such op, so no reference to fold with

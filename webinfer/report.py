@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import dims as D
 from .dtypes import gpu_nbytes
+from .runtime.control_flow import host_reads, loop_ranges
 from .runtime.memory import lifetimes, plan_slots
 from .runtime.session import step_runs
 
@@ -30,7 +31,8 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
     sizes = {tid: max(4, gpu_nbytes(t["dtype"], _numel(t["shape"], env))) for tid, t in enumerate(tensors)
              if t["kind"] in ("input", "temp") and t.get("alias") is None}
     live = lifetimes(len(tensors), manifest["steps"], [io["tensor"] for io in manifest["inputs"]],
-                     [io["tensor"] for io in manifest["outputs"]], base)
+                     [io["tensor"] for io in manifest["outputs"]], base, loop_ranges(manifest.get("control") or []),
+                     host_reads(manifest.get("control") or []))
     _, slot_sizes = plan_slots(sizes, live)
     return {
         # ONNX nodes in: before the graph passes when they ran.

@@ -19,7 +19,6 @@ _BAD_DTYPES = {
     onnx.TensorProto.COMPLEX128: "dtype-complex",
 }
 _RANDOM_OPS = random_ops()
-_CONTROL_OPS = {"If", "Loop", "Scan"}
 _SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
                  "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence"}
 _OPTIONAL_OPS = {"Optional", "OptionalHasElement", "OptionalGetElement"}
@@ -71,8 +70,6 @@ def categorize(case: str, model: onnx.ModelProto) -> str:
         return "sequence"
     if types & _OPTIONAL_OPS:
         return "optional"
-    if types & _CONTROL_OPS:
-        return "control-flow"
     if types & _RANDOM_OPS or case.startswith("test_training_dropout"):
         return "random"
     return "todo"

@@ -16,7 +16,7 @@ backend bakes in as constants, folded at build time).
 
 ``expected.tsv`` (checked in) holds one line per case: ``case, status, category, reason``. ``category``
 says why a failing case fails: a permanent reason (``dtype-string``, ``dtype-complex``, ``sequence``,
-``optional``, ``training``, ``random``, ``control-flow``, ``ml-domain``), found by looking at the model, or
+``optional``, ``training``, ``random``, ``ml-domain``), found by looking at the model, or
 ``todo`` when nothing in the model rules webinfer out. ``test_node_tests.py`` fails when a case listed as
 ``pass`` no longer passes (a ratchet: the pass list can only grow; ``--update`` rewrites the file).
 """

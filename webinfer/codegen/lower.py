@@ -161,6 +161,7 @@ class Lowerer:
         self.input_values = input_values or {}
         self.validator = emit.ShaderValidator() if validate else None
         self.steps_of_node = 0
+        self.region_depth = 0  # > 0 while lowering a subgraph the runtime may skip (If branch, loop body)
         self.progress = progress
 
     def tensor_of(self, v: ir.Value) -> Tensor:
@@ -239,8 +240,6 @@ class Lowerer:
 
     def lower_node(self, node: ir.Node, index: int) -> None:
         ctx = LowerContext(self, node, index)
-        if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
-            raise ctx.unsupported("control flow with subgraphs is not supported")
         fn = LOWERINGS.get(op_key(node.domain, node.op_type))
         self.steps_of_node = 0
         present = [t for t in ctx.inputs if t is not None]
@@ -283,9 +282,30 @@ class Lowerer:
             params = {f"v{i}": ("i32", v) for i, v in enumerate(t.sym)}
             self.dispatch("fill.wgsl.j2", {}, {"out": out}, work=n, grid=None, params=params, wg=64,
                           label="fill", node=-1, tctx={"count": n})
-            t.sym, t.kind, t.alias = None, "temp", out
+            if not self.region_depth:  # a fill inside a branch or loop body may not run: fill again later
+                t.sym, t.kind, t.alias = None, "temp", out
             return out
         return t
+
+    def lower_subgraph(self, graph: ir.Graph, inputs: list[Tensor], conditional: bool = True) -> list[Tensor]:
+        """Lower an If branch or a loop body where the current node's kernels go: ``inputs`` are its graph
+        inputs' tensors; returns its outputs'. Its nodes get no placement rows (rows match the main graph's
+        nodes); their dispatches count as the control node's. ``conditional``: the steps may not run."""
+        for v, t in zip(graph.inputs, inputs):
+            self.values[v.name] = t
+        for name, v in graph.initializers.items():
+            self.values[name] = self.constant(v.const_value.numpy())
+        rows, steps = len(self.program.placement), self.steps_of_node
+        self.region_depth += conditional
+        try:
+            for index, node in enumerate(graph):
+                self.lower_node(node, index)
+            return [self.tensor_of(v) for v in graph.outputs]
+        finally:
+            self.region_depth -= conditional
+            body_steps = sum(p["dispatches"] for p in self.program.placement[rows:])
+            del self.program.placement[rows:]
+            self.steps_of_node = steps + body_steps
 
     def dispatch(self, template, reads, writes, *, work, grid, params, wg, label, node, tctx,
                  when: tuple | None = None) -> None:

@@ -78,6 +78,8 @@ class Program:
     bounds: dict[str, int] = field(default_factory=dict)  # dims sized at a maximum: one plan for all values
     index_bounds: dict[str, int] = field(default_factory=dict)  # input -> rows of the table it indexes
 
+    control: list[dict] = field(default_factory=list)  # If/Loop/Scan step ranges the runtime drives
+
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)
         self.tensors.append(t)

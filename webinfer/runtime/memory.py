@@ -11,8 +11,12 @@ from __future__ import annotations
 
 
 def lifetimes(n_tensors: int, steps: list[dict], inputs: list[int], outputs: list[int],
-              base: list[int]) -> dict[int, list[int]]:
-    """[first, last] step index each base tensor is alive; inputs from -1, outputs to len(steps)."""
+              base: list[int], loops: list | None = None, reads: list | None = None) -> dict[int, list[int]]:
+    """[first, last] step index each base tensor is alive; inputs from -1, outputs to len(steps).
+
+    ``loops``: [start, end) step ranges that run repeatedly (loop bodies). A tensor used inside one and also
+    outside it lives through the whole range: a body step before its use reruns in the next iteration.
+    ``reads``: (tensor, step index) pairs the host reads at that point (a condition, a trip count)."""
     live: dict[int, list[int]] = {}
 
     def touch(tid: int, at: int) -> None:
@@ -27,6 +31,12 @@ def lifetimes(n_tensors: int, steps: list[dict], inputs: list[int], outputs: lis
             touch(tid, i)
     for tid in outputs:
         touch(tid, len(steps))
+    for tid, at in reads or []:
+        touch(tid, at)
+    for start, end in sorted(loops or [], key=lambda r: r[0] - r[1]):  # outer ranges first
+        for span in live.values():
+            if span[0] <= end - 1 and span[1] >= start and (span[0] < start or span[1] > end - 1):
+                span[0], span[1] = min(span[0], start), max(span[1], end - 1)
     return live
 
 

@@ -12,6 +12,8 @@ import struct
 from .. import dims as D
 from ..dtypes import DTYPES, gpu_nbytes
 from ..errors import WebinferError
+from . import control_flow
+from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
 
@@ -52,7 +54,9 @@ class SessionCore:
         for st in manifest.get("states", []):
             cap = self.tensors[st["tensor"]]["capacity"]
             self.states[st["tensor"]] = device.create_buffer(max(4, self._nbytes(st["tensor"], _prod(cap))), "storage")
-        self._dynamic = [bool(_step_dims(step) & set(self.bounds)) for step in self.steps]
+        self.control = manifest.get("control") or []  # If/Loop/Scan: runtime/control_flow.py runs them
+        self.step_dims = [_step_dims(step) for step in self.steps]
+        self._dynamic = [bool(dims & set(self.bounds)) for dims in self.step_dims]
         self._input_tensor = {io["name"]: io["tensor"] for io in manifest["inputs"]}
         self.weight_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["shape"])) for tid in self.weights)
         self.state_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["capacity"])) for tid in self.states)
@@ -233,7 +237,8 @@ class SessionCore:
         sizes = {tid: max(4, self._nbytes(tid, numel[tid])) for tid, t in enumerate(self.tensors)
                  if t["kind"] in ("input", "temp") and t.get("alias") is None}
         live = lifetimes(len(self.tensors), self.steps, [io["tensor"] for io in self.manifest["inputs"]],
-                         [io["tensor"] for io in self.manifest["outputs"]], base)
+                         [io["tensor"] for io in self.manifest["outputs"]], base, loop_ranges(self.control),
+                         host_reads(self.control))
         slot_of, slot_sizes = plan_slots(sizes, live)
         return slot_of, slot_sizes, sum(sizes.values())
 
@@ -278,6 +283,8 @@ class SessionCore:
                 self.device.write_buffer(plan["buffers"][io["tensor"]], 0, data)
 
     async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list[HostTensor]:
+        if self.control:
+            return await control_flow.run(self, output_names, feeds, dims)
         return await self.collect(self.launch(output_names, feeds, dims))
 
     def launch(self, output_names, feeds: dict, dims: dict | None = None, gpu_inputs: dict | None = None,
@@ -288,6 +295,8 @@ class SessionCore:
         place of the feed's data (the feed still gives the shape): a decode step takes the token the previous,
         unfinished step sampled, so the host never waits between steps. ``overlap``: this run may be
         launched before the previous run of the same plan is collected (two readback sets alternate)."""
+        if self.control:
+            raise WebinferError("this model has control flow (If/Loop/Scan): use run_async, which decides per run")
         env, host = self.bind_feeds(feeds, dims)
         plan = self.plan(env)
         outputs = {io["name"]: io for io in self.manifest["outputs"]}

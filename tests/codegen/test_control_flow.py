@@ -1,0 +1,150 @@
+"""If, Loop and Scan against onnx.reference: one artifact, decided per run (no rebuild between feeds)."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from webinfer.build import build
+from webinfer.errors import WebinferError
+from webinfer.runtime.inference import InferenceSession
+
+rng = np.random.default_rng(5)
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, opset=21):
+    return helper.make_model(helper.make_graph(nodes, "cf", inputs, outputs), opset_imports=[helper.make_opsetid("", opset)])
+
+
+def session(m, tmp_path):
+    manifest = build(m, str(tmp_path / "a"))
+    return InferenceSession(str(tmp_path / "a")), manifest
+
+
+def same(sess, m, feeds, rtol=1e-5, reference="onnx"):
+    if reference == "onnx":
+        want = ReferenceEvaluator(m).run(None, feeds)
+    else:  # onnxruntime: onnx's reference Scan has no input axes or directions
+        import onnxruntime as ort
+
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = sess.run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == np.asarray(w).shape and g.dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5)
+
+
+def test_if_picks_its_branch_per_run(tmp_path):
+    """The branches compute from outer values (closures) with different kernels; both run from one artifact."""
+    then = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"]), helper.make_node("Sigmoid", ["t"], ["to"])],
+                             "then", [], [vi("to", F, [3, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Exp", ["n"], ["eo"])],
+                              "else", [], [vi("eo", F, [3, 4])])
+    m = model([helper.make_node("Relu", ["x0"], ["x"]), helper.make_node("If", ["c"], ["y"], then_branch=then,
+                                                                         else_branch=other)],
+              [vi("c", B, []), vi("x0", F, [3, 4])], [vi("y", F, [3, 4])])
+    sess, manifest = session(m, tmp_path)
+    assert [c["kind"] for c in manifest["control"]] == ["if"]
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    for c in (True, False, True):
+        same(sess, m, {"c": np.array(c), "x0": x})
+
+
+def test_if_condition_computed_on_gpu_and_known_at_build(tmp_path):
+    then = helper.make_graph([helper.make_node("Add", ["x", "x"], ["to"])], "then", [], [vi("to", F, [5])])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "x"], ["eo"])], "else", [], [vi("eo", F, [5])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    zero = helper.make_tensor("zero", F, [], [0.0])
+    m = model(nodes, [vi("x", F, [5])], [vi("y", F, [5])])
+    m.graph.initializer.append(zero)
+    sess, _ = session(m, tmp_path)
+    for sign in (1, -1):
+        same(sess, m, {"x": sign * np.abs(rng.standard_normal(5)).astype(np.float32)})
+    # a constant condition: only its branch is lowered, no control entry
+    m2 = model([helper.make_node("If", ["k"], ["y"], then_branch=then, else_branch=other)], [vi("x", F, [5])],
+               [vi("y", F, [5])])
+    m2.graph.initializer.append(helper.make_tensor("k", B, [], [False]))
+    sess2, manifest2 = session(m2, tmp_path / "k")
+    assert manifest2["control"] == []
+    same(sess2, m2, {"x": rng.standard_normal(5).astype(np.float32)})
+
+
+def _while_model():
+    """while i < trip and total < limit: total += x * (i + 1); scan output: total after each iteration
+    (rank 1: onnx's reference stacks scan outputs with vstack, wrong for higher ranks)."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Add", ["fi", "one"], ["k"]),
+         helper.make_node("Mul", ["xs", "k"], ["dx"]),
+         helper.make_node("Add", ["total_in", "dx"], ["total_out"]),
+         helper.make_node("ReduceSum", ["total_out"], ["s"], keepdims=0),
+         helper.make_node("Less", ["s", "limit"], ["go"]),
+         helper.make_node("Identity", ["total_out"], ["scan"])],
+        "body", [vi("i", I64, []), vi("c", B, []), vi("total_in", F, [6])],
+        [vi("go", B, []), vi("total_out", F, [6]), vi("scan", F, [6])])
+    body.initializer.append(helper.make_tensor("one", F, [], [1.0]))
+    # (an explicit initial condition: onnx's reference evaluator runs no iteration when it is omitted)
+    nodes = [helper.make_node("Loop", ["trip", "c0", "t0"], ["total", "steps"], body=body)]
+    return model(nodes, [vi("trip", I64, []), vi("c0", B, []), vi("limit", F, []), vi("xs", F, [6]),
+                         vi("t0", F, [6])],
+                 [vi("total", F, [6]), vi("steps", F, None)])
+
+
+def test_loop_with_data_dependent_condition(tmp_path):
+    m = _while_model()
+    sess, manifest = session(m, tmp_path)
+    (loop,) = manifest["control"]
+    assert loop["count"] and loop["cond_out"] and "tensor" in loop["cond_out"]
+    xs = np.abs(rng.standard_normal((6,))).astype(np.float32)
+    t0 = rng.standard_normal((6,)).astype(np.float32)
+    for trip, limit in ((7, 1e9), (7, 20.0), (3, -1e9), (5, 8.0)):
+        same(sess, m, {"trip": np.array(trip, np.int64), "c0": np.array(True), "limit": np.float32(limit), "xs": xs,
+                       "t0": t0})
+    # no iteration (the reference evaluator cannot stack zero scan outputs): the initial value, no rows
+    for trip, c0 in ((0, True), (4, False)):
+        total, steps = sess.run(None, {"trip": np.array(trip, np.int64), "c0": np.array(c0), "limit": np.float32(1),
+                                       "xs": xs, "t0": t0})
+        np.testing.assert_array_equal(total, t0)
+        assert steps.shape == (0, 6)
+
+
+def test_loop_bound_is_enforced(tmp_path, monkeypatch):
+    from webinfer.codegen.kernels import control_flow
+
+    monkeypatch.setattr(control_flow, "LOOP_BOUND", 4)
+    sess, _ = session(_while_model(), tmp_path)
+    feeds = {"trip": np.array(5, np.int64), "c0": np.array(True), "limit": np.float32(1e9),
+             "xs": np.ones((6,), np.float32),
+             "t0": np.zeros((6,), np.float32)}
+    with pytest.raises(WebinferError, match="more than the 4 iterations"):
+        sess.run(None, feeds)
+
+
+@pytest.mark.parametrize("directions", [(0, 0), (1, 1)])
+def test_scan_axes_and_directions(tmp_path, directions):
+    """Scan over axis 1 of a symbolic-length input, output stacked on axis 1, forward or reversed; a nested Loop
+    in the body. Against onnxruntime."""
+    inner = helper.make_graph([helper.make_node("Mul", ["a_in", "half"], ["a_out"])], "inner",
+                              [vi("j", I64, []), vi("ci", B, []), vi("a_in", F, [3])], [vi("ci", B, []),
+                                                                                       vi("a_out", F, [3])])
+    body = helper.make_graph(
+        [helper.make_node("Add", ["st", "xt"], ["s2"]),
+         helper.make_node("Loop", ["two", "", "s2"], ["s3"], body=inner),
+         helper.make_node("Mul", ["s3", "xt"], ["o"])],
+        "body", [vi("st", F, [3]), vi("xt", F, [3])], [vi("s3", F, [3]), vi("o", F, [3])])
+    body.initializer.extend([helper.make_tensor("two", I64, [], [2]), helper.make_tensor("half", F, [], [0.5])])
+    scan = helper.make_node("Scan", ["s0", "x"], ["sf", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[1], scan_output_axes=[1], scan_input_directions=[directions[0]],
+                            scan_output_directions=[directions[1]])
+    m = model([scan], [vi("s0", F, [3]), vi("x", F, [3, "T"])], [vi("sf", F, [3]), vi("ys", F, None)])
+    sess, _ = session(m, tmp_path)
+    for t in (4, 1, 6):
+        same(sess, m, {"s0": rng.standard_normal(3).astype(np.float32),
+                       "x": rng.standard_normal((3, t)).astype(np.float32)}, reference="onnxruntime")

@@ -1,0 +1,212 @@
+"""If, Loop and Scan: subgraphs lowered into ranges of steps that the runtime drives from the host
+(runtime/control_flow.py), every iteration's data work still a WGSL kernel.
+
+- If: a condition known at build time lowers only its branch, inline. Otherwise both branches are lowered
+  one after the other, each ending with copies of its outputs into the If's outputs; per run the runtime reads
+  the condition (a feed, or 4 bytes read back) and dispatches one of the two ranges. No rebuild.
+- Loop and Scan: the body is lowered once. Carried values live in the body's input tensors: copied in
+  before the loop, copied back from the body's outputs at the end of each iteration, and they are the final
+  values. Scan inputs are sliced ("take") and scan outputs stacked ("put") by kernels whose position is the
+  iteration index, a dim ``__loopK_i`` that the runtime sets per iteration (uniforms rewritten, so one
+  submit per iteration when the body depends on it). Loop's ``iter_num`` is that dim; ``cond_in`` is true
+  (an iteration only runs while the condition holds).
+- The iteration count is static (a constant trip count with no data-dependent condition; Scan: its scan
+  axis, possibly symbolic), or the bounded dim ``__loopK_n`` that the runtime sets when the loop ends: a
+  loop runs at most its constant trip count, else ``LOOP_BOUND`` iterations (scan outputs are allocated for
+  that many), and a run that needs more stops with an error. A data-dependent trip count or condition costs a
+  4-byte read back (once, or per iteration for the condition).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dims as D
+from ..program import Tensor
+from ..registry import lowering
+from .helpers import normalize_axis
+
+LOOP_BOUND = 4096  # iterations of a loop whose count is known only at run time (scan outputs are sized for it)
+
+
+def _graph(ctx, name: str):
+    a = ctx.node.attributes.get(name)
+    if a is None:
+        raise ctx.unsupported(f"missing attribute {name}")
+    return a.value
+
+
+def host_value(t: Tensor | None):
+    """The int value of a one-element tensor known at build time (possibly a symbolic dim), else None."""
+    if t is None:
+        return None
+    if t.value is not None and t.value.size == 1:
+        return int(np.asarray(t.value).reshape(-1)[0])
+    if t.sym is not None and len(t.sym) == 1:
+        return t.sym[0]
+    return None
+
+
+def scalar_spec(ctx, t: Tensor | None) -> dict | None:
+    """How the runtime gets a scalar: {"dim": expression} when known at build time, else {"tensor": id}."""
+    if t is None:
+        return None
+    v = host_value(t)
+    return {"dim": D.to_json(v)} if v is not None else {"tensor": ctx.gpu(t).id}
+
+
+def copy(ctx, src: Tensor, dst: Tensor) -> None:
+    if src.base is dst.base:
+        return
+    ctx.dispatch("control.wgsl.j2", {"src": ctx.gpu(src)}, {"dst": dst}, work=dst.numel,
+                 params={"n": dst.numel}, kind="copy")
+
+
+def _slice_kernel(ctx, kind: str, src: Tensor, dst: Tensor, outer, inner, count, pos) -> None:
+    n = D.mul(outer, inner)
+    ctx.dispatch("control.wgsl.j2", {"src": ctx.gpu(src)}, {"dst": dst}, work=n, kind=kind,
+                 params={"n": n, "inner": inner, "T": count, "pos": pos})
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    return a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+
+
+@lowering("If")
+def lower_if(ctx) -> None:
+    lw = ctx._l
+    branches = (_graph(ctx, "then_branch"), _graph(ctx, "else_branch"))
+    known = host_value(ctx.inputs[0])
+    if isinstance(known, int):
+        for i, t in enumerate(lw.lower_subgraph(branches[0 if known else 1], [], conditional=False)):
+            ctx._set(i, t)
+        return
+    cond = scalar_spec(ctx, ctx.inputs[0])
+    ranges, outs = [], None
+    for g in branches:
+        start = len(lw.program.steps)
+        results = lw.lower_subgraph(g, [])
+        if outs is None:
+            outs = [ctx.output(i, t.dtype, t.shape) for i, t in enumerate(results)]
+        elif len(results) != len(outs) or not all(_same(a, b) for a, b in zip(results, outs)):
+            raise ctx.unsupported("the branches' outputs differ in type or shape")
+        for t, out in zip(results, outs):
+            copy(ctx, t, out)
+        ranges.append([start, len(lw.program.steps)])
+    lw.program.control.append({"kind": "if", "cond": cond, "branches": ranges})
+
+
+def _carry_back(ctx, outs: list[Tensor], ins: list[Tensor]) -> None:
+    """End of an iteration: each carried output becomes the next iteration's input. An output that is another
+    carried input's storage (a swap) goes through a temporary first."""
+    bases = {id(t.base) for t in ins}
+    staged = []
+    for out, cur in zip(outs, ins):
+        if out.base is not cur.base and id(out.base) in bases:
+            tmp = ctx.temp(out.dtype, out.shape)
+            copy(ctx, out, tmp)
+            out = tmp
+        staged.append(out)
+    for out, cur in zip(staged, ins):
+        copy(ctx, out, cur)
+
+
+def _begin_loop(ctx, init: list[Tensor], bound: int) -> tuple[str, list[Tensor]]:
+    """The iteration dim (sized at ``bound - 1``) and the carried values' tensors, filled before the loop."""
+    lw = ctx._l
+    it = f"__loop{sum(name.startswith('__loop') for name in lw.program.bounds)}_i"
+    lw.program.bounds[it] = max(0, bound - 1)
+    carried = [ctx.temp(t.dtype, t.shape) for t in init]
+    for t, c in zip(init, carried):
+        copy(ctx, t, c)
+    return it, carried
+
+
+@lowering("Loop")
+def lower_loop(ctx) -> None:
+    lw = ctx._l
+    body = _graph(ctx, "body")
+    trip_t = ctx.inputs[0] if ctx.has_input(0) else None
+    cond_t = ctx.inputs[1] if ctx.has_input(1) else None
+    init = [t for t in ctx.inputs[2:]]
+    trip, cond = scalar_spec(ctx, trip_t), scalar_spec(ctx, cond_t)
+    static_trip = host_value(trip_t)
+    bound = static_trip if isinstance(static_trip, int) else LOOP_BOUND
+    it, carried = _begin_loop(ctx, init, bound)
+    start = len(lw.program.steps)
+    iter_num = lw.program.new_tensor("int64", (), sym=[D.Sym.name(it)])
+    cond_in = lw.constant(np.array(True))
+    outs = lw.lower_subgraph(body, [iter_num, cond_in, *carried])
+    n = len(init)
+    cond_out, carried_out, scans = outs[0], outs[1:1 + n], outs[1 + n:]
+    cond_out_spec = scalar_spec(ctx, cond_out)
+    always = {"dim": 1}
+    if trip is None and cond in (None, always) and cond_out_spec == always:
+        raise ctx.unsupported("a loop with no trip count whose condition is always true never ends")
+    static_count = (isinstance(static_trip, int) and cond in (None, always) and cond_out_spec == always)
+    count = static_trip if static_count else it[:-2] + "_n"
+    if not static_count:
+        lw.program.bounds[count] = bound
+    count_dim = count if static_count else D.Sym.name(count)
+    for j, s in enumerate(scans):
+        out = ctx.output(n + j, s.dtype, (count_dim, *s.shape))
+        _slice_kernel(ctx, "put", s, out, 1, s.numel, 1, D.Sym.name(it))
+    for c, t in zip(carried_out, carried):
+        if not _same(c, t):
+            raise ctx.unsupported("a loop-carried value changes type or shape between iterations")
+    _carry_back(ctx, carried_out, carried)
+    for i, c in enumerate(carried):
+        ctx._set(i, c)
+    lw.program.control.append({"kind": "loop", "body": [start, len(lw.program.steps)], "iter": it,
+                               "count": None if static_count else count, "trip": trip, "cond": cond,
+                               "cond_out": cond_out_spec, "bound": bound})
+
+
+def _axes(ctx, name: str, count: int, ranks: list[int]) -> list[int]:
+    vals = ctx.attr(name) or [0] * count
+    return [normalize_axis(a, r, name) for a, r in zip(vals, ranks)]
+
+
+@lowering("Scan")
+def lower_scan(ctx) -> None:
+    lw = ctx._l
+    if ctx.opset < 9:
+        raise ctx.unsupported("Scan before opset 9 (batched, with sequence_lens) is not supported")
+    body = _graph(ctx, "body")
+    m = int(ctx.attr("num_scan_inputs"))
+    inputs = list(ctx.inputs)
+    n = len(inputs) - m
+    states, scans = inputs[:n], inputs[n:]
+    in_axes = _axes(ctx, "scan_input_axes", m, [t.rank for t in scans])
+    in_dirs = ctx.attr("scan_input_directions") or [0] * m
+    length = scans[0].shape[in_axes[0]]
+    for t, a in zip(scans, in_axes):
+        if isinstance(t.shape[a], int) and isinstance(length, int) and t.shape[a] != length:
+            raise ctx.unsupported("scan inputs differ in length")
+    bound = length if isinstance(length, int) else LOOP_BOUND
+    it, carried = _begin_loop(ctx, states, bound)
+    start = len(lw.program.steps)
+    step = D.Sym.name(it)
+    back = D.add(D.add(length, -1), D.mul(step, -1))
+    slices = []
+    for t, a, d in zip(scans, in_axes, in_dirs):
+        sl = ctx.temp(t.dtype, tuple(t.shape[:a]) + tuple(t.shape[a + 1:]))
+        _slice_kernel(ctx, "take", t, sl, D.product(t.shape[:a]), D.product(t.shape[a + 1:]), length,
+                      back if d else step)
+        slices.append(sl)
+    outs = lw.lower_subgraph(body, [*carried, *slices])
+    carried_out, scan_outs = outs[:n], outs[n:]
+    out_axes = _axes(ctx, "scan_output_axes", len(scan_outs), [t.rank + 1 for t in scan_outs])
+    out_dirs = ctx.attr("scan_output_directions") or [0] * len(scan_outs)
+    for j, (s, a, d) in enumerate(zip(scan_outs, out_axes, out_dirs)):
+        out = ctx.output(n + j, s.dtype, tuple(s.shape[:a]) + (length,) + tuple(s.shape[a:]))
+        _slice_kernel(ctx, "put", s, out, D.product(s.shape[:a]), D.product(s.shape[a:]), length,
+                      back if d else step)
+    for c, t in zip(carried_out, carried):
+        if not _same(c, t):
+            raise ctx.unsupported("a scan state changes type or shape between iterations")
+    _carry_back(ctx, carried_out, carried)
+    for i, c in enumerate(carried):
+        ctx._set(i, c)
+    lw.program.control.append({"kind": "loop", "body": [start, len(lw.program.steps)], "iter": it, "count": None,
+                               "trip": {"dim": D.to_json(length)}, "cond": None, "cond_out": None, "bound": bound})

@@ -3,8 +3,10 @@
 ``prepare`` keeps the model; the first ``run`` builds it. Inputs that nodes only use as shape arithmetic
 (Reshape's shape, Slice's starts, ...; integer inputs also through integer arithmetic that ends there) and
 that hold at most 64 elements are baked in as constants for that build (host shape arithmetic); every data
-input stays a GPU buffer. Builds are cached per baked value. The device string is accepted for the test
-runner's sake: everything runs on the WebGPU adapter.
+input stays a GPU buffer. A sequence or optional input's structure (length, presence, element shapes) is baked
+the same way and its elements are fed as flat tensors; sequence outputs come back as lists, an empty optional as
+None. Builds are cached per baked value and structure. The device string is accepted for the test runner's sake:
+everything runs on the WebGPU adapter.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class WebinferRep(BackendRep):
         inits = {i.name for i in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self.host_names = host_input_names(model)
+        # sequence/optional inputs: their structure (lengths, presence) is baked into the build
+        self.nested = {i.name for i in model.graph.input if i.type.WhichOneof("value") in ("sequence_type",
+                                                                                          "optional_type")}
         self._sessions: dict[bytes, InferenceSession] = {}
         self.placement: list[dict] = []
 
@@ -77,23 +82,59 @@ class WebinferRep(BackendRep):
         else:
             inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
             feeds = dict(zip(self.input_names, inputs))
+        nested = {n: v for n, v in feeds.items() if n in self.nested}
+        feeds = {n: v for n, v in feeds.items() if n not in self.nested}
         baked = {n: np.asarray(v) for n, v in feeds.items()
                  if n in self.host_names and np.asarray(v).size <= HOST_MAX_ELEMENTS}
         key = b"".join(n.encode() + v.dtype.str.encode() + str(v.shape).encode() + v.tobytes()
-                       for n, v in sorted(baked.items()))
+                       for n, v in sorted(baked.items())) + _structure_key(nested)
         if key not in self._sessions:
             out_dir = tempfile.mkdtemp(prefix="webinfer-backend-")
             try:
                 # the caller feeds every input and reads every output: a decoder stays a plain graph
-                manifest = build(self.model, out_dir, input_values=baked, target=self.target, generation=False)
+                manifest = build(self.model, out_dir, input_values=baked, target=self.target, generation=False,
+                                 nested_inputs=nested)
                 self.placement = manifest["placement"]
-                self._sessions[key] = InferenceSession(out_dir)
+                self._sessions[key] = (InferenceSession(out_dir), manifest.get("groups") or {})
             finally:
                 shutil.rmtree(out_dir, ignore_errors=True)
-        session = self._sessions[key]
+        session, groups = self._sessions[key]
         rest = {n: np.asarray(v) for n, v in feeds.items() if n not in baked}
+        for name, value in nested.items():  # sequences and optionals feed their elements as flat inputs
+            for flat, arr in zip(_flat_names(groups["inputs"][name]), _flat_values(value)):
+                rest[flat] = np.asarray(arr)
         names = [o.name for o in session.get_outputs()]
-        return session.run(names, rest)
+        flat = dict(zip(names, session.run(names, rest)))
+        return [_regroup(groups.get("outputs", {}).get(o.name, o.name), flat) for o in self.model.graph.output]
+
+
+def _flat_names(structure) -> list[str]:
+    return [] if structure is None else [structure] if isinstance(structure, str) else list(structure)
+
+
+def _flat_values(value) -> list:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _structure_key(nested: dict) -> bytes:
+    def one(v) -> str:
+        if v is None:
+            return "none"
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(one(x) for x in v) + "]"
+        v = np.asarray(v)
+        return f"{v.dtype}{list(v.shape)}"
+
+    return "".join(f"{n}={one(v)};" for n, v in sorted(nested.items())).encode()
+
+
+def _regroup(structure, flat: dict):
+    """A graph output from the flat outputs: an array, a list of them (a sequence) or None (empty optional)."""
+    if structure is None:
+        return None
+    if isinstance(structure, str):
+        return flat[structure]
+    return [flat[n] for n in structure]
 
 
 class WebinferBackend(Backend):

@@ -34,11 +34,13 @@ from .options import SOFTWARE, BuildOptions, KernelClass, as_options
 def build(model, out_dir: str, *, dims: dict | None = None, target: "str | BuildOptions" = "portable",
           limits: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
-          max_seq: int | None = None, quantize: str | None = None, generation: bool = True) -> dict:
+          max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
+          nested_inputs: dict | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
-    BuildOptions; ``limits``: the limits tier (``webgpu`` defaults, or ``native``).
+    BuildOptions; ``limits``: the limits tier (``webgpu`` defaults, or ``native``). ``nested_inputs``: the
+    structure of sequence/optional graph inputs, as example values (codegen/nested.py).
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
     graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
@@ -83,7 +85,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     # last class (portable: software), which runs on every adapter.
     kclass = options.kernel_classes[-1]
     program = Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims, input_values=input_values,
-                      validate=validate, progress=progress).run()
+                      validate=validate, progress=progress, nested_inputs=nested_inputs).run()
     assets = llm.tokenizer_assets(model)  # any model: pages encode text with it (Session.encode)
     program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
     manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
@@ -151,6 +153,7 @@ def write_artifact(program: Program, out_dir: str, passes: list | None = None,
         "tensors": tensors,
         "steps": steps,
         "control": program.control,  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
+        "groups": program.groups,  # sequence/optional inputs and outputs -> flat names (codegen/nested.py)
         "placement": program.placement,
         "passes": passes or [],
         "options": (options or BuildOptions()).to_json(),

@@ -83,9 +83,10 @@ _DECLARED: list[OpSchema] = [
     # -- shape arithmetic in some inputs ----------------------------------------------------------
     *(OpSchema(op, host_inputs=(1,)) for op in ("Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze",
                                                  "Upsample", "OneHot", "CumSum", "CumProd", "Trilu", "CenterCropPad",
-                                                 "Compress", "Split")),
+                                                 "Compress", "Split", "SplitToSequence")),
     *(OpSchema(op, host_inputs=(1,)) for op in _REDUCE),
     OpSchema("ConstantOfShape", host_inputs=(0,)),
+    *(OpSchema(op, host_inputs=(i,)) for op, i in (("SequenceAt", 1), ("SequenceInsert", 2), ("SequenceErase", 1))),
     OpSchema("Range", host_inputs=(0, 1, 2)),
     OpSchema("Slice", host_inputs=(1, 2, 3, 4)),
     OpSchema("Pad", host_inputs=(1, 2, 3)),

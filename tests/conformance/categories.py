@@ -19,21 +19,18 @@ _BAD_DTYPES = {
     onnx.TensorProto.COMPLEX128: "dtype-complex",
 }
 _RANDOM_OPS = random_ops()
-_SEQUENCE_OPS = {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-                 "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence"}
-_OPTIONAL_OPS = {"Optional", "OptionalHasElement", "OptionalGetElement"}
 
 
 def _type_category(tp: onnx.TypeProto) -> str | None:
     kind = tp.WhichOneof("value")
     if kind == "tensor_type":
         return _BAD_DTYPES.get(tp.tensor_type.elem_type)
-    if kind == "sequence_type":
-        return "sequence"
+    if kind == "sequence_type":  # sequences and optionals of known structure are supported: their elements
+        return _type_category(tp.sequence_type.elem_type)
     if kind == "optional_type":
-        return "optional"
+        return _type_category(tp.optional_type.elem_type)
     if kind in ("map_type", "sparse_tensor_type"):
-        return "sequence"
+        return "map-or-sparse"
     return None
 
 
@@ -66,10 +63,6 @@ def categorize(case: str, model: onnx.ModelProto) -> str:
     if cats:
         return sorted(cats)[0]
     types = {n.op_type for n in ops}
-    if types & _SEQUENCE_OPS:
-        return "sequence"
-    if types & _OPTIONAL_OPS:
-        return "optional"
     if types & _RANDOM_OPS or case.startswith("test_training_dropout"):
         return "random"
     return "todo"

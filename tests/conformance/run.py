@@ -15,8 +15,8 @@ host is a placement failure even when the numbers match (e.g. ``Range`` on float
 backend bakes in as constants, folded at build time).
 
 ``expected.tsv`` (checked in) holds one line per case: ``case, status, category, reason``. ``category``
-says why a failing case fails: a permanent reason (``dtype-string``, ``dtype-complex``, ``sequence``,
-``optional``, ``training``, ``random``, ``ml-domain``), found by looking at the model, or
+says why a failing case fails: a permanent reason (``dtype-string``, ``dtype-complex``, ``map-or-sparse``,
+``training``, ``random``, ``ml-domain``), found by looking at the model, or
 ``todo`` when nothing in the model rules webinfer out. ``test_node_tests.py`` fails when a case listed as
 ``pass`` no longer passes (a ratchet: the pass list can only grow; ``--update`` rewrites the file).
 """
@@ -63,11 +63,18 @@ class CaseError(Exception):
 
 # -- loading a case ----------------------------------------------------------------------------------
 def _load_value(path: Path, tp: onnx.TypeProto):
+    """A tensor as a numpy array, a sequence as a list of them, an optional as None or its value."""
     kind = tp.WhichOneof("value")
-    if kind != "tensor_type":
+    proto = {"tensor_type": onnx.TensorProto, "sequence_type": onnx.SequenceProto,
+             "optional_type": onnx.OptionalProto}.get(kind)
+    if proto is None:
         raise CaseError(f"{kind.replace('_type', '')} input/output not supported")
-    t = onnx.TensorProto()
+    t = proto()
     t.ParseFromString(path.read_bytes())
+    if kind == "sequence_type":
+        return onnx.numpy_helper.to_list(t)
+    if kind == "optional_type":
+        return onnx.numpy_helper.to_optional(t)
     return onnx.numpy_helper.to_array(t)
 
 
@@ -89,10 +96,18 @@ def load_case(case_dir: Path):
 
 # -- checks ------------------------------------------------------------------------------------------
 def compare(expected: list, got: list) -> str | None:
-    """onnxruntime's backend-test rule; returns a reason or None."""
+    """onnxruntime's backend-test rule; returns a reason or None. A sequence output is a list (compared
+    element by element), an empty optional None."""
     if len(got) != len(expected):
         return f"{len(got)} outputs, expected {len(expected)}"
     for i, (r, g) in enumerate(zip(expected, got)):
+        if r is None or g is None or isinstance(r, list) or isinstance(g, list):
+            if (r is None) != (g is None) or isinstance(r, list) != isinstance(g, list):
+                return f"output {i}: {type(g).__name__}, expected {type(r).__name__}"
+            why = compare(r, g) if isinstance(r, list) else None
+            if why:
+                return f"output {i} (a sequence): {why}"
+            continue
         r, g = np.asarray(r), np.asarray(g)
         if g.dtype != r.dtype:
             return f"dtype of output {i}: {g.dtype}, expected {r.dtype}"

@@ -120,7 +120,7 @@ def test_categories():
     seq = helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [2])
     g = helper.make_graph([helper.make_node("SequenceLength", ["x"], ["y"])], "g", [seq],
                           [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
-    assert categories.categorize("t", helper.make_model(g)) == "sequence"
+    assert categories.categorize("t", helper.make_model(g)) == "todo"  # sequences are supported
 
 
 def test_expected_list_is_complete():

@@ -22,7 +22,7 @@ from ..dtypes import dtype as get_dtype
 from ..errors import UnsupportedOpError, WebinferError
 from ..opschema import op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
-from . import emit
+from . import emit, nested
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all
 
@@ -148,8 +148,9 @@ class LowerContext:
 class Lowerer:
     def __init__(self, model: ir.Model, kclass: KernelClass = SOFTWARE, limits: str = "webgpu",
                  dim_values: dict | None = None, input_values: dict | None = None, validate: bool = True,
-                 progress: bool = False):
-        """``kclass``: the kernel class lowered for (options.py); ``limits``: the limits tier built for."""
+                 progress: bool = False, nested_inputs: dict | None = None):
+        """``kclass``: the kernel class lowered for (options.py); ``limits``: the limits tier built for;
+        ``nested_inputs``: the structure of sequence/optional graph inputs (codegen/nested.py)."""
         load_all()
         self.model = model
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
@@ -159,6 +160,7 @@ class Lowerer:
         self.values: dict[str, Tensor] = {}
         self.dim_values = dim_values or {}
         self.input_values = input_values or {}
+        self.nested_inputs = nested_inputs or {}
         self.validator = emit.ShaderValidator() if validate else None
         self.steps_of_node = 0
         self.region_depth = 0  # > 0 while lowering a subgraph the runtime may skip (If branch, loop body)
@@ -202,6 +204,12 @@ class Lowerer:
                 val = np.asarray(self.input_values[v.name])
                 self.values[v.name] = self.constant(val)
                 continue
+            if type(v.type).__name__ in ("SequenceType", "OptionalType"):
+                if v.name not in self.nested_inputs:
+                    raise WebinferError(f"graph input {v.name!r} is a {v.type}: its structure must be given at "
+                                        f"build time (nested_inputs)")
+                self.values[v.name] = nested.nested_input(self, v, self.nested_inputs[v.name])
+                continue
             if v.dtype is None or v.shape is None:
                 raise WebinferError(f"graph input {v.name!r} has no declared type or rank")
             dt = v.dtype.numpy().name if v.dtype is not None else "float32"
@@ -221,8 +229,11 @@ class Lowerer:
         for index, node in enumerate(nodes):
             self.lower_node(node, index)
         for v in g.outputs:
-            t = self.materialize(self.tensor_of(v))
-            self.program.outputs.append((v.name, t))
+            value = self.tensor_of(v)
+            if nested.is_nested(value):
+                nested.nested_output(self, v.name, value)
+                continue
+            self.program.outputs.append((v.name, self.materialize(value)))
         return self.program
 
     def _state_input(self, v: ir.Value, kv: dict) -> None:
@@ -246,9 +257,9 @@ class Lowerer:
         spec = schema(node.op_type, node.domain)
         # ops outside ONNX's domain have no reference implementation to fold with: their lowering takes constants.
         folded = None
-        if present and all(t.value is not None for t in present) and spec.may_fold:
+        if present and all(isinstance(t, Tensor) and t.value is not None for t in present) and spec.may_fold:
             folded = fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)
-            if fn is not None and widens_packed(present, folded):
+            if folded is not None and fn is not None and widens_packed(present, folded):
                 folded = None  # keep the packed constant packed: the op runs as a kernel each run
         if folded is not None:
             for i, value in enumerate(folded):
@@ -380,7 +391,7 @@ def widens_packed(inputs: list[Tensor], outputs: list[np.ndarray]) -> bool:
     return out > 2 * packed and out > WIDEN_MIN_BYTES
 
 
-def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:
+def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray] | None:
     """Constant folding: evaluate a node whose inputs are all constants with ONNX's reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
@@ -397,4 +408,6 @@ def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray]:
         results = ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values) if n})
     except Exception as e:
         raise UnsupportedOpError(f"{node.op_type} (node {node.name!r}): constant folding failed: {e}") from None
+    if any(r is None or isinstance(r, (list, tuple)) for r in results):
+        return None  # a sequence or an optional: lowered as a build-time structure instead (codegen/nested.py)
     return [np.asarray(r) for r in results]

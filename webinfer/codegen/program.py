@@ -79,6 +79,8 @@ class Program:
     index_bounds: dict[str, int] = field(default_factory=dict)  # input -> rows of the table it indexes
 
     control: list[dict] = field(default_factory=list)  # If/Loop/Scan step ranges the runtime drives
+    # sequence/optional graph inputs and outputs -> their flat tensors' names (codegen/nested.py)
+    groups: dict = field(default_factory=lambda: {"inputs": {}, "outputs": {}})
 
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)

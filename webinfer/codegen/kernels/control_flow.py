@@ -22,11 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dims as D
+from ..nested import OptValue, SeqValue, is_nested
 from ..program import Tensor
 from ..registry import lowering
 from .helpers import normalize_axis
+from .sequence import stack
 
 LOOP_BOUND = 4096  # iterations of a loop whose count is known only at run time (scan outputs are sized for it)
+UNROLL_MAX = 256  # iterations of a loop unrolled at build time (one that carries a sequence)
 
 
 def _graph(ctx, name: str):
@@ -87,13 +90,40 @@ def lower_if(ctx) -> None:
         start = len(lw.program.steps)
         results = lw.lower_subgraph(g, [])
         if outs is None:
-            outs = [ctx.output(i, t.dtype, t.shape) for i, t in enumerate(results)]
-        elif len(results) != len(outs) or not all(_same(a, b) for a, b in zip(results, outs)):
-            raise ctx.unsupported("the branches' outputs differ in type or shape")
-        for t, out in zip(results, outs):
-            copy(ctx, t, out)
+            outs = [_fresh(ctx, t) for t in results]
+            for i, out in enumerate(outs):
+                ctx._set(i, out)
+        flat = [_flatten(t) for t in results]
+        if [_signature(f) for f in flat] != [_signature(_flatten(o)) for o in outs]:
+            raise ctx.unsupported("the branches' outputs differ in type, shape or structure")
+        for ts, os in zip(flat, (_flatten(o) for o in outs)):
+            for t, out in zip(ts, os):
+                if not isinstance(t, str):
+                    copy(ctx, t, out)
         ranges.append([start, len(lw.program.steps)])
     lw.program.control.append({"kind": "if", "cond": cond, "branches": ranges})
+
+
+def _fresh(ctx, value):
+    """New tensors in the structure of ``value`` (a tensor, a sequence or an optional)."""
+    if isinstance(value, SeqValue):
+        return SeqValue([_fresh(ctx, t) for t in value], dtype=value.dtype)
+    if isinstance(value, OptValue):
+        return OptValue(None if value.value is None else _fresh(ctx, value.value))
+    return ctx.temp(value.dtype, value.shape)
+
+
+def _flatten(value) -> list:
+    """The tensors of a value, and markers of its structure (so two branches' structures compare)."""
+    if isinstance(value, SeqValue):
+        return ["[", *[x for t in value for x in _flatten(t)], "]"]
+    if isinstance(value, OptValue):
+        return ["?", *(_flatten(value.value) if value.value is not None else [])]
+    return [value]
+
+
+def _signature(flat: list) -> list:
+    return [x if isinstance(x, str) else (x.dtype, tuple(x.shape)) for x in flat]
 
 
 def _carry_back(ctx, outs: list[Tensor], ins: list[Tensor]) -> None:
@@ -129,6 +159,8 @@ def lower_loop(ctx) -> None:
     trip_t = ctx.inputs[0] if ctx.has_input(0) else None
     cond_t = ctx.inputs[1] if ctx.has_input(1) else None
     init = [t for t in ctx.inputs[2:]]
+    if any(is_nested(t) for t in init):
+        return _unrolled_loop(ctx, body, trip_t, cond_t, init)
     trip, cond = scalar_spec(ctx, trip_t), scalar_spec(ctx, cond_t)
     static_trip = host_value(trip_t)
     bound = static_trip if isinstance(static_trip, int) else LOOP_BOUND
@@ -160,6 +192,33 @@ def lower_loop(ctx) -> None:
     lw.program.control.append({"kind": "loop", "body": [start, len(lw.program.steps)], "iter": it,
                                "count": None if static_count else count, "trip": trip, "cond": cond,
                                "cond_out": cond_out_spec, "bound": bound})
+
+
+def _unrolled_loop(ctx, body, trip_t, cond_t, init) -> None:
+    """A loop that carries sequences (lists known at build time) is unrolled while lowering: its trip count
+    and conditions must be known at build time, at most UNROLL_MAX iterations."""
+    lw = ctx._l
+    trip, go = host_value(trip_t), host_value(cond_t) if cond_t is not None else 1
+    if not isinstance(trip, int) or not isinstance(go, int) or trip > UNROLL_MAX:
+        raise ctx.unsupported(f"a loop carrying a sequence needs a trip count (at most {UNROLL_MAX}) and "
+                              "condition known at build time")
+    n, carried, scans = len(init), list(init), []
+    for t in range(trip):
+        if not go:
+            break
+        outs = lw.lower_subgraph(body, [lw.constant(np.array(t, np.int64)), lw.constant(np.array(True)), *carried],
+                                 conditional=False)
+        go = host_value(outs[0])
+        if not isinstance(go, int):
+            raise ctx.unsupported("a loop carrying a sequence needs a condition known at build time")
+        carried = outs[1:1 + n]
+        scans.append(outs[1 + n:])
+    for i, c in enumerate(carried):
+        ctx._set(i, c)
+    for j in range(len(body.outputs) - 1 - n):
+        if not scans:
+            raise ctx.unsupported("an unrolled loop that runs no iteration has scan outputs of unknown shape")
+        ctx._set(n + j, stack(ctx, [s[j] for s in scans]))
 
 
 def _axes(ctx, name: str, count: int, ranks: list[int]) -> list[int]:

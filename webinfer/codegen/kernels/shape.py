@@ -12,6 +12,7 @@ from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
 from ..emit import wgsl_literal
+from ..nested import is_nested
 from ..registry import lowering
 from .helpers import compute_type, normalize_axis
 
@@ -50,6 +51,10 @@ def lower_constant(ctx) -> None:
 
 @lowering("Identity")
 def lower_identity(ctx) -> None:
+    if is_nested(ctx.inputs[0]):  # a sequence or optional (codegen/nested.py) is passed on as it is
+        ctx.where = "view"
+        ctx._set(0, ctx.inputs[0])
+        return
     ctx.set_alias(0, ctx.inputs[0], ctx.inputs[0].shape)
 
 

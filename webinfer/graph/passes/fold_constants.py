@@ -20,7 +20,18 @@ from ._util import count_nodes
 def run(model: ir.Model) -> int:
     before = count_nodes(model)
     castlike_to_cast(model.graph)
-    fold_constants(model, onnx_shape_inference=True)
+    # onnxscript 0.5 crashes on SplitToSequence whose split is a non-constant scalar ('NoneType' has no
+    # 'ndim'): hide that shape while folding (it then leaves the node alone) and put it back after
+    hidden = [(v, v.shape) for n in model.graph if n.op_type == "SplitToSequence" and len(n.inputs) > 1
+              for v in n.inputs[1:2] if v is not None and v.const_value is None and v.shape is not None
+              and len(v.shape) == 0]
+    for v, _ in hidden:
+        v.shape = None
+    try:
+        fold_constants(model, onnx_shape_inference=True)
+    finally:
+        for v, shape in hidden:
+            v.shape = shape
     return before - count_nodes(model)
 
 

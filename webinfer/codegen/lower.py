@@ -17,17 +17,14 @@ import onnx_ir as ir
 
 from .. import dims as D
 from ..dims import Dim
-from ..dtypes import DTYPES, gpu_nbytes, wide_dtype
-from ..dtypes import dtype as get_dtype
 from ..errors import UnsupportedOpError, WebinferError
 from ..opschema import op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
-from . import emit, nested
+from . import emit, nested, packed
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all
 
 HOST_MAX_ELEMENTS = 64
-WIDEN_MIN_BYTES = 1 << 16  # a folded result this small may widen a packed constant
 
 
 class LowerContext:
@@ -259,7 +256,7 @@ class Lowerer:
         folded = None
         if present and all(isinstance(t, Tensor) and t.value is not None for t in present) and spec.may_fold:
             folded = fold_node(node, [t.value if t else None for t in ctx.inputs], self.opset)
-            if folded is not None and fn is not None and widens_packed(present, folded):
+            if folded is not None and fn is not None and packed.widens_packed(present, folded):
                 folded = None  # keep the packed constant packed: the op runs as a kernel each run
         if folded is not None:
             for i, value in enumerate(folded):
@@ -344,8 +341,8 @@ class Lowerer:
                 raise WebinferError(f"internal error: {label} dispatches {g} workgroups in one dimension")
         wgsl, uniforms = emit.render(template, reads, writes, params, wg, **tctx)
         if emit.indexes_packed_directly(wgsl, reads, writes, tctx.get("vec4_vars", ())):
-            self._dispatch_widened(template, reads, writes, work=work, grid=grid, params=params, wg=wg,
-                                   label=label, node=node, tctx=tctx, when=when)
+            packed.dispatch_widened(self, template, reads, writes, work=work, grid=grid, params=params, wg=wg,
+                                    label=label, node=node, tctx=tctx, when=when)
             return
         if emit.workgroup_bytes(wgsl) > lim["max_workgroup_bytes"]:
             raise WebinferError(f"internal error: {label} uses {emit.workgroup_bytes(wgsl)} bytes of workgroup "
@@ -355,40 +352,6 @@ class Lowerer:
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
                                        tuple(grid), node=str(node), label=label, when=when))
         self.steps_of_node += 1
-
-    def _dispatch_widened(self, template, reads, writes, **kw) -> None:
-        """A kernel that indexes its buffers itself (not through the prelude's accessors) gets packed tensors
-        (bfloat16, float8, int4...) unpacked into 32-bit temporaries first and its packed outputs packed
-        after; an output is unpacked before too, since a kernel may write only part of it (scatter)."""
-        def wide(t: Tensor) -> Tensor:
-            return self.program.new_tensor(wide_dtype(t.dtype), t.shape) if get_dtype(t.dtype).packed else t
-
-        def convert(src: Tensor, dst: Tensor) -> None:
-            self.dispatch("elementwise.wgsl.j2", {"x0": src}, {"out": dst}, work=dst.numel, grid=None,
-                          params={"n": dst.numel}, wg=256, label=f"convert:{kw['label']}", node=kw["node"],
-                          tctx={"arity": 1, "rank": dst.rank, "contiguous": True, "scalar": [False],
-                                "expr": "v0", "helpers": [], "in_types": [get_dtype(src.dtype).compute]})
-
-        wide_reads = {k: wide(t) for k, t in reads.items()}
-        wide_writes = {k: wide(t) for k, t in writes.items()}
-        for k, t in list(reads.items()) + list(writes.items()):
-            target = wide_reads.get(k) if k in reads else wide_writes[k]
-            if target is not t:
-                convert(t, target)
-        self.dispatch(template, wide_reads, wide_writes, **kw)
-        for k, t in writes.items():
-            if wide_writes[k] is not t:
-                convert(wide_writes[k], t)
-
-
-def widens_packed(inputs: list[Tensor], outputs: list[np.ndarray]) -> bool:
-    """Whether folding would turn a packed constant (int4, float8... weights) into a much larger one: a
-    DequantizeLinear of a 4-bit weight would put 8x its bytes into the artifact."""
-    packed = sum(gpu_nbytes(t.dtype, t.value.size) for t in inputs if get_dtype(t.dtype).packed)
-    if not packed:
-        return False
-    out = sum(gpu_nbytes(str(v.dtype), v.size) if str(v.dtype) in DTYPES else v.nbytes for v in outputs)
-    return out > 2 * packed and out > WIDEN_MIN_BYTES
 
 
 def fold_node(node: ir.Node, values: list, opset: int) -> list[np.ndarray] | None:

@@ -14,17 +14,23 @@ float4 variant is one parametrised algorithm rather than a copied shader:
   ONNX's ``round_mode`` (up / down / nearest).
 
 ``emit.render`` appends the definition of every ``dec_*``/``enc_*``/``sat_*`` function a shader calls.
+Kernels that index their buffers themselves get packed operands unpacked first (``dispatch_widened``), and
+folding never widens a packed constant into the artifact (``widens_packed``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, gpu_nbytes, wide_dtype
 from ..dtypes import dtype as get_dtype
+
+if TYPE_CHECKING:
+    from .program import Tensor
 
 
 def F(v: float) -> str:
@@ -236,7 +242,45 @@ def functions_for(wgsl: str) -> str:
     return "".join("\n" + _definition(n) + "\n" for n in names)
 
 
-# -- build time: constants in packed form ------------------------------------------------------------------
+# -- build time: packed tensors around kernels and constants ---------------------------------------------
+WIDEN_MIN_BYTES = 1 << 16  # a folded result this small may widen a packed constant
+
+
+def dispatch_widened(lowerer, template: str, reads: dict, writes: dict, **kw) -> None:
+    """A kernel that indexes its buffers itself (not through the prelude's accessors) gets packed tensors
+    (bfloat16, float8, int4...) unpacked into 32-bit temporaries first and its packed outputs packed
+    after; an output is unpacked before too, since a kernel may write only part of it (scatter)."""
+    def wide(t: Tensor) -> Tensor:
+        return lowerer.program.new_tensor(wide_dtype(t.dtype), t.shape) if get_dtype(t.dtype).packed else t
+
+    def convert(src: Tensor, dst: Tensor) -> None:
+        lowerer.dispatch("elementwise.wgsl.j2", {"x0": src}, {"out": dst}, work=dst.numel, grid=None,
+                         params={"n": dst.numel}, wg=256, label=f"convert:{kw['label']}", node=kw["node"],
+                         tctx={"arity": 1, "rank": dst.rank, "contiguous": True, "scalar": [False],
+                               "expr": "v0", "helpers": [], "in_types": [get_dtype(src.dtype).compute]})
+
+    wide_reads = {k: wide(t) for k, t in reads.items()}
+    wide_writes = {k: wide(t) for k, t in writes.items()}
+    for k, t in list(reads.items()) + list(writes.items()):
+        target = wide_reads.get(k) if k in reads else wide_writes[k]
+        if target is not t:
+            convert(t, target)
+    lowerer.dispatch(template, wide_reads, wide_writes, **kw)
+    for k, t in writes.items():
+        if wide_writes[k] is not t:
+            convert(wide_writes[k], t)
+
+
+def widens_packed(inputs: list[Tensor], outputs: list[np.ndarray]) -> bool:
+    """Whether folding would turn a packed constant (int4, float8... weights) into a much larger one: a
+    DequantizeLinear of a 4-bit weight would put 8x its bytes into the artifact."""
+    packed = sum(gpu_nbytes(t.dtype, t.value.size) for t in inputs if get_dtype(t.dtype).packed)
+    if not packed:
+        return False
+    out = sum(gpu_nbytes(str(v.dtype), v.size) if str(v.dtype) in DTYPES else v.nbytes for v in outputs)
+    return out > 2 * packed and out > WIDEN_MIN_BYTES
+
+
 def pack(value: np.ndarray) -> bytes:
     """A packed-type constant (numpy/ml_dtypes, one code per byte or bfloat16 per 2 bytes) as GPU words."""
     d = DTYPES[str(value.dtype)]

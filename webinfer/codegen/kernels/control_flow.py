@@ -183,15 +183,22 @@ def lower_loop(ctx) -> None:
     for j, s in enumerate(scans):
         out = ctx.output(n + j, s.dtype, (count_dim, *s.shape))
         _slice_kernel(ctx, "put", s, out, 1, s.numel, 1, D.Sym.name(it))
+    _end_loop(ctx, carried_out, carried, {"kind": "loop", "body": [start], "iter": it,
+                                          "count": None if static_count else count, "trip": trip, "cond": cond,
+                                          "cond_out": cond_out_spec, "bound": bound})
+
+
+def _end_loop(ctx, carried_out: list[Tensor], carried: list[Tensor], entry: dict) -> None:
+    """The end of a loop body: carried values back into the next iteration's inputs; the loop's final values
+    are those inputs; the control entry covers the body's steps."""
     for c, t in zip(carried_out, carried):
         if not _same(c, t):
             raise ctx.unsupported("a loop-carried value changes type or shape between iterations")
     _carry_back(ctx, carried_out, carried)
     for i, c in enumerate(carried):
         ctx._set(i, c)
-    lw.program.control.append({"kind": "loop", "body": [start, len(lw.program.steps)], "iter": it,
-                               "count": None if static_count else count, "trip": trip, "cond": cond,
-                               "cond_out": cond_out_spec, "bound": bound})
+    entry["body"].append(len(ctx._l.program.steps))
+    ctx._l.program.control.append(entry)
 
 
 def _unrolled_loop(ctx, body, trip_t, cond_t, init) -> None:
@@ -261,11 +268,6 @@ def lower_scan(ctx) -> None:
         out = ctx.output(n + j, s.dtype, tuple(s.shape[:a]) + (length,) + tuple(s.shape[a:]))
         _slice_kernel(ctx, "put", s, out, D.product(s.shape[:a]), D.product(s.shape[a:]), length,
                       back if d else step)
-    for c, t in zip(carried_out, carried):
-        if not _same(c, t):
-            raise ctx.unsupported("a scan state changes type or shape between iterations")
-    _carry_back(ctx, carried_out, carried)
-    for i, c in enumerate(carried):
-        ctx._set(i, c)
-    lw.program.control.append({"kind": "loop", "body": [start, len(lw.program.steps)], "iter": it, "count": None,
-                               "trip": {"dim": D.to_json(length)}, "cond": None, "cond_out": None, "bound": bound})
+    _end_loop(ctx, carried_out, carried, {"kind": "loop", "body": [start], "iter": it, "count": None,
+                                          "trip": {"dim": D.to_json(length)}, "cond": None, "cond_out": None,
+                                          "bound": bound})

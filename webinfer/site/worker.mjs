@@ -116,12 +116,13 @@ export async function loadWeights(device, artifactURL, manifest, progress) {
   const perShard = manifest.shards.map(() => []);
   manifest.tensors.forEach((t, tid) => {
     if (t.kind !== "weight") return;
-    let n = 1;
     for (const d of t.shape) {
       if (!Number.isInteger(d)) throw new Error(`weight tensor ${tid} has a symbolic shape`);
-      n *= d;
     }
-    const buffer = device.createBuffer({ size: Math.max(16, Math.ceil((n * 4) / 16) * 16), usage });
+    // the bytes its chunks write: 4 per element, less for packed types (int4, bfloat16, float8...)
+    let nbytes = 0;
+    for (const [, , size, dst] of t.chunks) nbytes = Math.max(nbytes, dst + size);
+    const buffer = device.createBuffer({ size: Math.max(16, Math.ceil(nbytes / 16) * 16), usage });
     pairs.push([tid, buffer]);
     for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([buffer, offset, size, dst]);
   });

@@ -77,7 +77,6 @@ class Program:
     states: list[tuple[str, Tensor]] = field(default_factory=list)  # KV-cache buffers, kept between runs
     bounds: dict[str, int] = field(default_factory=dict)  # dims sized at a maximum: one plan for all values
     index_bounds: dict[str, int] = field(default_factory=dict)  # input -> rows of the table it indexes
-
     control: list[dict] = field(default_factory=list)  # If/Loop/Scan step ranges the runtime drives
     # sequence/optional graph inputs and outputs -> their flat tensors' names (codegen/nested.py)
     groups: dict = field(default_factory=lambda: {"inputs": {}, "outputs": {}})

@@ -71,9 +71,11 @@ class SessionCore:
     def release(self) -> None:
         """Destroy every GPU buffer the session holds (weights, states, plans) now, not when garbage collected:
         a page that closes a session gets its GPU memory back. The session is unusable afterwards."""
+        scalar = [self._scalar_readback] if getattr(self, "_scalar_readback", None) else []  # control_flow's
         for buf in [b for p in self._plans.values() for b in p["owned"]] + [*self.weights.values(),
-                                                                          *self.states.values()]:
+                                                                          *self.states.values(), *scalar]:
             self.device.destroy_buffer(buf)
+        self._scalar_readback = None
         self._plans.clear()
         self.weights, self.states = {}, {}
 

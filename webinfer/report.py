@@ -22,6 +22,8 @@ def _numel(shape, env) -> int:
 
 def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
     env = {name: int((dim_values or {}).get(name, 1)) for name in manifest.get("dims", [])}
+    for name, bound in manifest.get("bounds", {}).items():  # e.g. loop counts: sized at their bound, as at run time
+        env.setdefault(name, int(bound))
     tensors = manifest["tensors"]
     base = []
     for tid in range(len(tensors)):

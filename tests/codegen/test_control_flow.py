@@ -102,6 +102,9 @@ def test_loop_with_data_dependent_condition(tmp_path):
     sess, manifest = session(m, tmp_path)
     (loop,) = manifest["control"]
     assert loop["count"] and loop["cond_out"] and "tensor" in loop["cond_out"]
+    from webinfer.report import build_report  # the build report sizes loop counts at their bound
+
+    assert build_report(manifest)["dims"][loop["count"]] == loop["bound"]
     xs = np.abs(rng.standard_normal((6,))).astype(np.float32)
     t0 = rng.standard_normal((6,)).astype(np.float32)
     for trip, limit in ((7, 1e9), (7, 20.0), (3, -1e9), (5, 8.0)):

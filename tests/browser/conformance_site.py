@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 RTOL, ATOL = 1e-3, 1e-5
 NODE_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
@@ -34,9 +33,16 @@ MAX_TRIES = 40  # native candidates tried per op before it is reported as having
 class Case:
     op: str
     name: str
-    inputs: dict = field(default_factory=dict)  # non-baked feeds: name -> numpy array
-    expected: list = field(default_factory=list)  # numpy arrays from output_N.pb, in graph output order
-    output_names: list = field(default_factory=list)
+    inputs: dict = field(default_factory=dict)  # non-baked feeds: name -> numpy array (sequences flattened)
+    expected: list = field(default_factory=list)  # from output_N.pb, in graph output order (lists: sequences)
+    output_names: list = field(default_factory=list)  # the artifact's (flat) outputs, in the page's order
+    structure: list = field(default_factory=list)  # per graph output: a flat name, a list of them, or None
+
+    def regroup(self, flat: list) -> list:
+        """The page's flat outputs as the graph's outputs (a sequence as a list, an empty optional as None)."""
+        by_name = dict(zip(self.output_names, flat))
+        return [None if s is None else by_name[s] if isinstance(s, str) else [by_name[n] for n in s]
+                for s in self.structure]
 
 
 def registered_ops() -> list[str]:
@@ -92,32 +98,29 @@ def _has_empty_tensor(name: str) -> bool:
     return False
 
 
-def _tensor_from_pb(path: Path) -> np.ndarray:
-    t = onnx.TensorProto()
-    t.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(t)
-
-
 def load_case(name: str):
-    """(model, feeds by graph input name, expected outputs) of data set 0; raises for non-tensor I/O."""
-    d = NODE_DIR / name
-    model = onnx.load(str(d / "model.onnx"))
-    for vi in list(model.graph.input) + list(model.graph.output):
-        if not vi.type.HasField("tensor_type"):
-            raise ValueError(f"{vi.name} is not a tensor")
-    ds = d / "test_data_set_0"
-    inits = {i.name for i in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
-    feeds = {n: _tensor_from_pb(ds / f"input_{i}.pb") for i, n in enumerate(names) if (ds / f"input_{i}.pb").exists()}
-    expected = [_tensor_from_pb(ds / f"output_{i}.pb") for i in range(len(model.graph.output))]
+    """(model, feeds by graph input name, expected outputs) of data set 0 (sequences as lists, empty optionals
+    None), the same loading as the native runner's."""
+    from tests.conformance.run import load_case as load_sets
+
+    model, sets = load_sets(NODE_DIR / name)
+    feeds, expected = sets[0]
     return model, feeds, expected
 
 
 def compare(expected: list, got: list) -> str | None:
-    """None when every output matches (dtype, shape, rtol/atol, NaN equal), else the first mismatch."""
+    """None when every output matches (dtype, shape, rtol/atol, NaN equal), else the first mismatch.
+    Sequences are lists (compared element by element), empty optionals None."""
     if len(got) != len(expected):
         return f"{len(got)} outputs, expected {len(expected)}"
     for i, (e, g) in enumerate(zip(expected, got)):
+        if e is None or g is None or isinstance(e, list) or isinstance(g, list):
+            if (e is None) != (g is None) or isinstance(e, list) != isinstance(g, list):
+                return f"output {i}: {type(g).__name__}, expected {type(e).__name__}"
+            why = compare(e, g) if isinstance(e, list) else None
+            if why:
+                return f"output {i} (a sequence): {why}"
+            continue
         g = np.asarray(g)
         if g.dtype != e.dtype or g.shape != e.shape:
             return f"output {i}: got {g.dtype}{list(g.shape)}, expected {e.dtype}{list(e.shape)}"
@@ -140,13 +143,23 @@ def build_case(name: str, op: str, out_dir: str, device) -> tuple[Case | None, s
     try:
         model, feeds, expected = load_case(name)
         host = host_input_names(model)
-        baked = {n: v for n, v in feeds.items() if n in host and v.size <= HOST_MAX_ELEMENTS}
+        nested = {n for n in feeds if not isinstance(feeds[n], np.ndarray)}  # sequences / empty optionals
+        nested |= {i.name for i in model.graph.input if i.type.WhichOneof("value") == "optional_type"}
+        baked = {n: v for n, v in feeds.items() if n in host and n not in nested and v.size <= HOST_MAX_ELEMENTS}
         shutil.rmtree(out_dir, ignore_errors=True)
-        build(model, out_dir, input_values=baked)
+        manifest = build(model, out_dir, input_values=baked, nested_inputs={n: feeds[n] for n in nested})
         session = InferenceSession(out_dir, device=device)
-        rest = {n: v for n, v in feeds.items() if n not in baked}
+        groups = manifest.get("groups") or {"inputs": {}, "outputs": {}}
+        rest = {n: v for n, v in feeds.items() if n not in baked and n not in nested}
+        for n in nested:  # a sequence's elements are flat inputs name[i] (codegen/nested.py)
+            flat = groups["inputs"][n]
+            flat = [] if flat is None else [flat] if isinstance(flat, str) else flat
+            values = feeds[n] if isinstance(feeds[n], list) else [] if feeds[n] is None else [feeds[n]]
+            rest.update(zip(flat, values))
         outputs = [o.name for o in session.get_outputs()]
-        got = session.run(outputs, rest)
+        structure = [groups["outputs"].get(o.name, o.name) for o in model.graph.output]
+        case = Case(op, name, rest, expected, outputs, structure)
+        got = case.regroup(session.run(outputs, rest))
     except Exception as e:  # noqa: BLE001 - any failure means "not native-passing"
         shutil.rmtree(out_dir, ignore_errors=True)
         return None, f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -154,7 +167,7 @@ def build_case(name: str, op: str, out_dir: str, device) -> tuple[Case | None, s
     if why:
         shutil.rmtree(out_dir, ignore_errors=True)
         return None, why
-    return Case(op, name, rest, expected, outputs), ""
+    return case, ""
 
 
 def encode(a: np.ndarray) -> dict:

@@ -55,8 +55,8 @@ def browser_run(browser, tmp_path_factory, webinfer_wheel):
     outcomes = {}
     for case in cases:
         got = result["cases"].get(case.name, {"error": "the page did not run it"})
-        outcomes[case.op] = (case.name, got.get("error") or compare(case.expected,
-                                                                    [decode(o) for o in got["outputs"]]))
+        outcomes[case.op] = (case.name, got.get("error") or compare(
+            case.expected, case.regroup([decode(o) for o in got["outputs"]])))
     return {"outcomes": outcomes, "no_native": no_native, "build_s": build_s, "page_s": page_s,
             "adapter": result["adapter"], "load_pyodide_ms": result["load_pyodide_ms"]}
 

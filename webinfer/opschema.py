@@ -98,6 +98,7 @@ _DECLARED: list[OpSchema] = [
     OpSchema("STFT", host_inputs=(1, 3)),
     OpSchema("MelWeightMatrix", host_inputs=(0, 1, 2)),
     *(OpSchema(op, host_inputs=(0,)) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")),
+    OpSchema("NonMaxSuppression", host_inputs=(2,)),
     OpSchema("Clip", host_inputs=(1, 2), elementwise=True),
     OpSchema("TopK", host_inputs=(1,), optional_outputs=True),
     # -- training-time outputs nobody reads at inference --------------------------------------------

@@ -130,6 +130,18 @@ class LowerContext:
     def temp(self, dtype: str, shape) -> Tensor:
         return self._l.program.new_tensor(dtype, tuple(shape))
 
+    def counted(self, count: Tensor, bound: int) -> Dim:
+        """A dim whose value a kernel computed on the GPU: the first element of ``count`` (an int32 tensor
+        written by the kernels dispatched so far), at most ``bound``. Buffers are sized at the bound; the
+        runtime reads the count back before the next step (manifest ``control``: kind ``count``) and runs the
+        rest with the dim set, so outputs are views of the counted prefix (NonZero, Unique, NMS, Range)."""
+        lw = self._l
+        name = f"__count{sum(c['kind'] == 'count' for c in lw.program.control)}"
+        lw.program.bounds[name] = int(bound)
+        lw.program.control.append({"kind": "count", "at": len(lw.program.steps), "tensor": self.gpu(count).id,
+                                   "dim": name, "bound": int(bound)})
+        return D.Sym.name(name)
+
     def dispatch(self, template: str, reads: dict, writes: dict, *, work: Dim | None = None,
                  grid: tuple | None = None, params: dict | None = None, wg: int = 256,
                  when: tuple | None = None, **tctx) -> None:

@@ -1,11 +1,15 @@
-"""Running a program with If/Loop/Scan (manifest ``control``, written by codegen/kernels/control_flow.py).
+"""Running a program with If/Loop/Scan (manifest ``control``, written by codegen/kernels/control_flow.py) and
+data-dependent dims (kind ``count``, written by ``LowerContext.counted``).
 
 The steps stay one flat list; control entries name ranges of it. The executor walks the steps in order,
 collecting dispatches; at an If it dispatches one branch's range, at a loop the body's range once per
 iteration. The host only decides: a condition or trip count that is a feed is read from the feed, one
 computed on the GPU costs a 4-byte read back (after submitting what was collected). Before writing the
 uniforms of steps that depend on a loop's iteration dim (per iteration) or count dim (after the loop), the
-collected dispatches are submitted, so each sees the values of its own iteration. Standard library only.
+collected dispatches are submitted, so each sees the values of its own iteration. A count (the number of
+elements NonZero, Unique, NMS or Range found, computed on the GPU) is read back (4 bytes) before the step
+that follows its kernels; the steps after it run with its dim set (their grids and uniforms), buffers being
+sized at its bound. Standard library only.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from .. import dims as D
 from ..errors import WebinferError
 
 
+def _structured(control: list[dict]) -> list[dict]:
+    """The If/Loop entries (counts are points, not ranges)."""
+    return [c for c in control if c["kind"] != "count"]
+
+
 def loop_ranges(control: list[dict]) -> list[list[int]]:
     """The [start, end) step ranges that run repeatedly (the memory planner keeps their tensors alive)."""
     return [c["body"] for c in control if c["kind"] == "loop"]
@@ -23,8 +32,8 @@ def loop_ranges(control: list[dict]) -> list[list[int]]:
 
 def host_reads(control: list[dict]) -> list[tuple[int, int]]:
     """(tensor, step) pairs where the executor reads a condition or trip count: alive until then."""
-    out = []
-    for c in control:
+    out = [(c["tensor"], c["at"]) for c in control if c["kind"] == "count"]
+    for c in _structured(control):
         start, end = c["branches"][0][0] if c["kind"] == "if" else c["body"][0], _end(c)
         for key, at in (("cond", start), ("trip", start), ("cond_out", end - 1)):
             if c.get(key) and "tensor" in c[key]:
@@ -35,7 +44,7 @@ def host_reads(control: list[dict]) -> list[tuple[int, int]]:
 def initial_dims(control: list[dict]) -> dict[str, int]:
     """Values of the loop dims while planning: iteration 0, counts at their bound (buffers are sized at the
     bounds anyway; the executor sets the real values as it goes)."""
-    env = {}
+    env = {c["dim"]: c["bound"] for c in control if c["kind"] == "count"}
     for c in control:
         if c["kind"] == "loop":
             env[c["iter"]] = 0
@@ -52,7 +61,11 @@ class Executor:
         self.entries = {e[0]: e for e in plan["entries"]}
         self.pending: list[tuple] = []
         self.starts: dict[int, list[dict]] = {}
+        self.counts: dict[int, list[dict]] = {}
         for c in core.control:
+            if c["kind"] == "count":
+                self.counts.setdefault(c["at"], []).append(c)
+                continue
             start = c["branches"][0][0] if c["kind"] == "if" else c["body"][0]
             self.starts.setdefault(start, []).append(c)
         for found in self.starts.values():  # the outermost control entry of a start first
@@ -63,6 +76,8 @@ class Executor:
     async def run(self, lo: int, hi: int) -> None:
         i = lo
         while i < hi:
+            for c in self.counts.get(i, []):
+                await self._count(c)
             entry = next((c for c in self.starts.get(i, []) if _end(c) <= hi and id(c) not in self.active), None)
             if entry is None:
                 self._dispatch(i)
@@ -112,6 +127,14 @@ class Executor:
             t += 1
         if c["count"]:
             self._set_dims({c["count"]: t}, hi, len(self.core.steps))
+
+    async def _count(self, c: dict) -> None:
+        """Read a count computed on the GPU and run the steps after it with its dim set."""
+        n = await self._scalar({"tensor": c["tensor"]})
+        if not 0 <= n <= c["bound"]:
+            raise WebinferError(f"a data-dependent size is {n}, more than the {c['bound']} this artifact was built "
+                                f"for")
+        self._set_dims({c["dim"]: n}, c["at"], len(self.core.steps))
 
     def _set_dims(self, values: dict, lo: int, hi: int) -> None:
         """Bind dims and rewrite the uniforms of the steps in [lo, hi) that depend on them (always: the
@@ -179,6 +202,8 @@ async def run(core, output_names, feeds: dict, dims: dict | None = None) -> list
     core._write_inputs(plan, host)
     ex = Executor(core, plan, dict(env), host)
     await ex.run(0, len(core.steps))
+    for c in ex.counts.get(len(core.steps), []):  # counts only the outputs' shapes use
+        await ex._count(c)
     outputs = {io["name"]: io for io in core.manifest["outputs"]}
     names = list(output_names) if output_names else list(outputs)
     for n in names:

@@ -142,8 +142,10 @@ def lower_constant_of_shape(ctx) -> None:
 @lowering("Range")
 def lower_range(ctx) -> None:
     vals = [ctx.host_ints(i) for i in range(3)]
-    if any(v is None for v in vals):
-        raise ctx.unsupported("start, limit and delta must be known at build time")
+    if any(v is None for v in vals):  # computed at run time: a counted length (select.py)
+        from .select import range_of_data
+
+        return range_of_data(ctx)
     (start,), (limit,), (delta,) = vals
     if not isinstance(delta, int) or delta == 0:
         raise ctx.unsupported("delta must be a non-zero constant")

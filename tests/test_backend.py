@@ -42,3 +42,17 @@ def test_an_input_that_is_also_data_is_not_baked():
     model.graph.input[1].type.tensor_type.elem_type = TensorProto.FLOAT  # floats only directly in host positions
     del model.graph.output[1]
     assert host_input_names(model) == set()
+
+
+def test_range_bounds_are_baked_only_when_integer():
+    for dtype, baked in ((TensorProto.INT64, {"s", "l", "d"}), (TensorProto.FLOAT, set())):
+        g = helper.make_graph([helper.make_node("Range", ["s", "l", "d"], ["y"])], "g",
+                              [helper.make_tensor_value_info(n, dtype, []) for n in "sld"],
+                              [helper.make_tensor_value_info("y", dtype, None)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        assert host_input_names(model) == baked
+    feeds = {"s": np.array(0.5, np.float32), "l": np.array(4.0, np.float32), "d": np.array(0.75, np.float32)}
+    rep = WebinferRep(model)
+    (got,) = rep.run(feeds)
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0])
+    assert rep.placement[0]["where"] == "gpu"  # computed from the fed values, not folded

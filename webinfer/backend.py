@@ -19,12 +19,13 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from .build import build
-from .opschema import host_inputs
+from .opschema import host_inputs, integer_host_ops
 from .runtime.inference import InferenceSession
 
 HOST_MAX_ELEMENTS = 64
 # op -> input positions that carry shape arithmetic rather than data (declared in opschema.py).
 HOST_INPUTS: dict[str, tuple[int, ...]] = host_inputs()
+INTEGER_HOST_OPS = integer_host_ops()  # ...only for integer inputs (a float Range runs on the GPU)
 
 
 # Integer ops the build evaluates on the host when their inputs are known (shape arithmetic). A small integer
@@ -33,6 +34,7 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = host_inputs()
 _SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Neg", "Abs", "Concat", "Gather",
                                "Slice", "Squeeze", "Unsqueeze", "Reshape", "Identity", "Cast", "Equal", "Less",
                                "Greater", "Where", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"})
+# (Cast only to an integer type: the rest stays integer by construction.)
 _INTEGER = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
             onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
 
@@ -46,14 +48,18 @@ def host_input_names(model: onnx.ModelProto) -> set[str]:
     outputs = {o.name for o in model.graph.output}
     memo: dict[tuple[str, bool], bool] = {}
 
-    def shape_only(name: str, through: bool) -> bool:
-        key = (name, through)
+    def arithmetic(node) -> bool:
+        if node.domain or node.op_type not in _SHAPE_ARITHMETIC:
+            return False
+        return node.op_type != "Cast" or any(a.name == "to" and a.i in _INTEGER for a in node.attribute)
+
+    def shape_only(name: str, integer: bool) -> bool:
+        key = (name, integer)
         if key not in memo:
             memo[key] = False  # (a graph has no cycles; this only guards the recursion)
             memo[key] = name not in outputs and all(
-                pos in HOST_INPUTS.get(node.op_type, ())
-                or (through and node.op_type in _SHAPE_ARITHMETIC and not node.domain
-                    and all(shape_only(o, through) for o in node.output if o))
+                (pos in HOST_INPUTS.get(node.op_type, ()) and (integer or node.op_type not in INTEGER_HOST_OPS))
+                or (integer and arithmetic(node) and all(shape_only(o, integer) for o in node.output if o))
                 for node, pos in uses.get(name, ()))
         return memo[key]
 

@@ -43,6 +43,7 @@ class OpSchema:
     op: str
     domain: str = ONNX_DOMAIN
     host_inputs: tuple[int, ...] = ()  # input positions that carry shape arithmetic (Reshape's shape), not data
+    host_integers_only: bool = False  # ...only when they are integers (Range: float bounds are data)
     optional_outputs: bool = False  # outputs after the first may be left unproduced (training-only stats)
     foldable: bool | None = None  # all-constant inputs -> evaluated at build time (None: ONNX ops only)
     random: bool = False  # results differ per run: never folded, never deduplicated
@@ -87,7 +88,7 @@ _DECLARED: list[OpSchema] = [
     *(OpSchema(op, host_inputs=(1,)) for op in _REDUCE),
     OpSchema("ConstantOfShape", host_inputs=(0,)),
     *(OpSchema(op, host_inputs=(i,)) for op, i in (("SequenceAt", 1), ("SequenceInsert", 2), ("SequenceErase", 1))),
-    OpSchema("Range", host_inputs=(0, 1, 2)),
+    OpSchema("Range", host_inputs=(0, 1, 2), host_integers_only=True),
     OpSchema("Slice", host_inputs=(1, 2, 3, 4)),
     OpSchema("Pad", host_inputs=(1, 2, 3)),
     OpSchema("Resize", host_inputs=(1, 2, 3)),
@@ -163,6 +164,11 @@ def fused_base_inputs() -> dict[str, int]:
 def host_inputs() -> dict[str, tuple[int, ...]]:
     """ONNX op -> input positions that carry shape arithmetic."""
     return {s.op: s.host_inputs for s in SCHEMAS.values() if s.host_inputs and s.domain == ONNX_DOMAIN}
+
+
+def integer_host_ops() -> frozenset[str]:
+    """ONNX ops whose host inputs carry shape arithmetic only when they are integers."""
+    return frozenset(s.op for s in SCHEMAS.values() if s.host_integers_only and s.domain == ONNX_DOMAIN)
 
 
 def random_ops() -> frozenset[str]:

@@ -68,27 +68,28 @@ def test_nms(centers, limit, iou, score):
     assert gpu
 
 
-def _range_of_sum(dtype):
-    """Range(a + b, limit, delta): start is computed, so the length is found on the GPU."""
-    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Range", ["s", "l", "d"], ["y"])]
-    feeds = {k: np.array(v, dtype) for k, v in (("a", 1), ("b", 0), ("l", 9), ("d", 2))}
+def _range_of_data(dtype):
+    """Range(Cast(a), limit, delta) with `a` a float input: start is data, so the length is found on the GPU."""
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Cast", ["a"], ["s"], to=to), helper.make_node("Range", ["s", "l", "d"], ["y"])]
+    feeds = {"a": np.array(1, np.float32), "l": np.array(9, dtype), "d": np.array(2, dtype)}
     return make_model(nodes, feeds, ["y"], opset=13), feeds
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
 def test_range_of_data(dtype):
-    model, feeds = _range_of_sum(dtype)
+    model, feeds = _range_of_data(dtype)
     for start, limit, delta in ((1, 9, 2), (5, -3, -3), (2, 2, 1), (0.5, 3.9, 0.7)):
         if np.dtype(dtype).kind == "i" and isinstance(start, float):
             continue
-        feeds.update(a=np.array(start, dtype), l=np.array(limit, dtype), d=np.array(delta, dtype))
+        feeds.update(a=np.array(start, np.float32), l=np.array(limit, dtype), d=np.array(delta, dtype))
         _, _, placement, _ = check_model(model, feeds)
         assert {p["op"]: p["where"] for p in placement}["Range"] == "gpu"
 
 
 def test_count_past_its_bound_is_refused(monkeypatch):
     monkeypatch.setattr(select, "RANGE_BOUND", 8)
-    model, feeds = _range_of_sum(np.float32)
+    model, feeds = _range_of_data(np.float32)
     feeds.update(l=np.array(100, np.float32))
     with pytest.raises(WebinferError, match="more than the 8 this artifact was built for"):
         WebinferRep(model).run(feeds)

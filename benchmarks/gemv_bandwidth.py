@@ -71,12 +71,12 @@ def time_dispatch(dev, pipeline, entries, grid, repeat: int, probe) -> tuple[flo
 
 def gemv_case(dev, k: int, n: int, fmt: str | None, repeat: int) -> tuple[tuple, int, str]:
     from webinfer import dims as D
-    from webinfer.artifact import Artifact
+    from webinfer.artifact import Artifact, program_view
 
     with tempfile.TemporaryDirectory() as d:
         build_case(k, n, fmt, d)
         art = Artifact.load(d)
-        m = art.manifest
+        m = program_view(art.manifest, 0)
         steps = [s for s in m["steps"] if "quant_matmul" in s["label"]]
         assert len(steps) == 1, [s["label"] for s in m["steps"]]
         step = steps[0]

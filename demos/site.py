@@ -83,7 +83,8 @@ def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Pat
     manifest = build(str(source), str(out), **options)
     stamp.write_text(key)
     mib = sum(s["bytes"] for s in manifest["shards"]) / 2**20
-    log(f"{name}: built {len(manifest['steps'])} kernels, {mib:.1f} MiB weights in {time.perf_counter() - t0:.1f} s")
+    programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
+    log(f"{name}: built {programs}, {mib:.1f} MiB weights in {time.perf_counter() - t0:.1f} s")
     return out
 
 

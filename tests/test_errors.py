@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import webinfer
+from webinfer.artifact import VERSION
 from webinfer.build import build
 from webinfer.errors import WebinferError
 
@@ -163,7 +165,7 @@ def test_manifest_version_and_paths(artifact, tmp_path):
     json.dump(m, open(mpath, "w"))
     with pytest.raises(WebinferError, match="format version 99"):
         webinfer.InferenceSession(art)
-    m["version"] = 1
+    m["version"] = VERSION
     m["shards"][0]["file"] = "../../etc/passwd"
     json.dump(m, open(mpath, "w"))
     with pytest.raises(WebinferError, match="unsafe file path"):
@@ -189,9 +191,12 @@ def test_cli_roundtrip(tmp_path):
     np.save(tmp_path / "x.npy", x)
     rc, so, err = _cli("run", out, "--input", f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "o.npz"))
     assert rc == 0, err
+    assert "kernel class: software (" in so and "cpu adapter" in so  # which class ran, and why
     np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], np.maximum(x, 0))
+    rc, so, err = _cli("run", out, "--class", "tpu")
+    assert rc == 2 and "not in this artifact" in err
     rc, so, err = _cli("inspect", out)
-    assert rc == 0 and "kernels per run: 1" in so
+    assert rc == 0 and re.search(r"kernels per run +1\n", so) and "on this machine: software" in so
 
 
 # -- issue 15: nothing deleted, nothing published by accident, every argument checked before work starts ----

@@ -3,6 +3,11 @@
 A directory holding ``manifest.json``, ``shaders/*.wgsl`` and ``weights/shard-NNN.bin`` (at most 16 MiB
 each). The manifest records the sha256 of every file; loading checks the format version, that every path
 stays inside the directory, and every hash, so a truncated or altered file is named in a clear error.
+
+Version 2: one tensor table (``tensors``, ``inputs``, ``states``) shared by one program per kernel class
+(``programs``: each with its ``steps``, ``outputs``, ``weights``, ``requires`` and ``adapter_types``) and the
+build's ``options``. A session runs one program (runtime/select.py chooses it); :func:`program_view` gives
+that program as one flat manifest (``steps``, ``outputs``, ``placement`` at the top, as in version 1).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import re
 from .errors import WebinferError
 
 FORMAT = "webinfer-artifact"
-VERSION = 1
+VERSION = 2
 SHARD_BYTES = 16 * 1024 * 1024
 _SAFE_PATH = re.compile(r"^(shaders|weights|assets)/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 MANIFEST = "manifest.json"
@@ -195,6 +200,20 @@ class Artifact:
     def shader_sources(self) -> list[str]:
         return [self.read(e).decode() for e in self.manifest["shaders"]]
 
+    def shader(self, index: int) -> str:
+        """One shader's source (a session reads only its program's)."""
+        return self.read(self.manifest["shaders"][index]).decode()
+
+
+def program_view(manifest: dict, index: int) -> dict:
+    """The manifest as one program sees it: its steps, outputs and placement at the top level."""
+    programs = manifest.get("programs") or []
+    if not 0 <= index < len(programs):
+        raise WebinferError(f"the artifact has no program {index} ({len(programs)} programs)")
+    p = programs[index]
+    return dict(manifest, steps=p["steps"], outputs=p["outputs"], placement=p.get("placement", []),
+                control=p.get("control", []), program=p, program_index=index)
+
 
 def check_manifest(manifest: dict, where: str) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -204,6 +223,8 @@ def check_manifest(manifest: dict, where: str) -> None:
             f"{where}: artifact format version {manifest.get('version')} is not supported "
             f"(this webinfer reads version {VERSION}); rebuild the model"
         )
+    if not isinstance(manifest.get("programs"), list) or not manifest["programs"]:
+        raise WebinferError(f"{where}: manifest has no programs")
     for group in ("shaders", "shards"):
         for entry in manifest.get(group, []):
             if not _SAFE_PATH.match(str(entry.get("file", ""))):

@@ -98,10 +98,11 @@ class WebinferRep(BackendRep):
             out_dir = tempfile.mkdtemp(prefix="webinfer-backend-")
             try:
                 # the caller feeds every input and reads every output: a decoder stays a plain graph
-                manifest = build(self.model, out_dir, input_values=baked, target=self.target, generation=False,
-                                 nested_inputs=nested)
-                self.placement = manifest["placement"]
-                self._sessions[key] = (InferenceSession(out_dir), manifest.get("groups") or {})
+                build(self.model, out_dir, input_values=baked, target=self.target, generation=False,
+                      nested_inputs=nested)
+                session = InferenceSession(out_dir)
+                self.placement = session.program["placement"]
+                self._sessions[key] = (session, session.artifact.manifest.get("groups") or {})
             finally:
                 shutil.rmtree(out_dir, ignore_errors=True)
         session, groups = self._sessions[key]

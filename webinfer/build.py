@@ -6,18 +6,11 @@ import sys
 import time
 import types
 
-import numpy as np
-
 from . import __version__
-from . import dims as D
-from .artifact import ArtifactWriter
-from .codegen import packed
 from .codegen.lower import Lowerer
-from .codegen.program import Program
 from .codegen.registry import has_lowering
+from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
-from .dtypes import I32_MAX, I32_MIN
-from .dtypes import dtype as get_dtype
 from .errors import WebinferError
 from .graph import llm
 from .graph.contrib import expand as expand_contrib
@@ -28,7 +21,7 @@ from .graph.model_checks import check_dim_names
 from .graph.optimize import optimize as optimize_graph
 from .graph.quantize import FORMATS as quantize_formats
 from .graph.quantize import rewrite as quantize_rewrite
-from .options import SOFTWARE, BuildOptions, KernelClass, as_options
+from .options import BuildOptions, as_options
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: "str | BuildOptions" = "portable",
@@ -81,14 +74,16 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
         import onnx_ir as ir
 
         ir.save(ir_model, save_optimized)
-    # One program per kernel class. Until the manifest carries several (v2), a multi-class target builds its
-    # last class (portable: software), which runs on every adapter.
-    kclass = options.kernel_classes[-1]
-    program = Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims, input_values=input_values,
-                      validate=validate, progress=progress, nested_inputs=nested_inputs).run()
+    programs = []  # one per kernel class, from the same optimized graph
+    for kclass in options.kernel_classes:
+        programs.append((kclass, Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims,
+                                         input_values=input_values, validate=validate, progress=progress,
+                                         nested_inputs=nested_inputs).run()))
     assets = llm.tokenizer_assets(model)  # any model: pages encode text with it (Session.encode)
-    program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
-    manifest = write_artifact(program, out_dir, passes=passes, assets=assets, options=options, kclass=kclass)
+    for _, program in programs:
+        program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
+    manifest = write_artifact(programs, out_dir, options, passes=passes, assets=assets,
+                              producer=f"webinfer {__version__}")
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 
@@ -97,69 +92,6 @@ def imported(model):
     """The model as the build sees it first: onnx-ir at opset >= 13, ops without a kernel of their own but with
     an ONNX function body inlined (graph/functions.py)."""
     return inline_functions(import_model(model), has_lowering)
-
-
-def gpu_bytes(value: np.ndarray, what: str) -> bytes:
-    """A constant in GPU storage form (32 bits per element, int64 range-checked; packed types packed)."""
-    if get_dtype(str(value.dtype)).packed:
-        return packed.pack(value)
-    storage = get_dtype(str(value.dtype)).storage
-    if storage == "f32":
-        return np.ascontiguousarray(value, dtype=np.float32).tobytes()
-    if value.dtype == np.uint32:  # packed words (quantized weights) use all 32 bits
-        return np.ascontiguousarray(value).tobytes()
-    if value.dtype.kind in "iu" and value.size and (value.min() < I32_MIN or value.max() > I32_MAX):
-        raise WebinferError(f"{what}: integer constant outside the int32 range used on the GPU")
-    return np.ascontiguousarray(value, dtype=np.int32 if storage == "i32" else np.uint32).tobytes()
-
-
-def write_artifact(program: Program, out_dir: str, passes: list | None = None,
-                   assets: dict[str, bytes] | None = None, options: BuildOptions | None = None,
-                   kclass: KernelClass | None = None) -> dict:
-    writer = ArtifactWriter(out_dir)
-    for name, data in (assets or {}).items():
-        writer.add_asset(name, data)
-    tensors = []
-    for t in program.tensors:
-        entry = {"dtype": t.dtype, "shape": [D.to_json(d) for d in t.shape], "kind": t.kind,
-                 "alias": t.alias.id if t.alias is not None else None}
-        if t.capacity is not None:
-            entry["capacity"] = list(t.capacity)
-        if t.kind == "weight":
-            entry["chunks"] = writer.add_weight(gpu_bytes(t.value, f"constant {t.name or t.id}"))
-        elif t.kind == "const" or t.sym is not None:
-            entry["kind"] = "host"
-        tensors.append(entry)
-    steps = []
-    for s in program.steps:
-        steps.append({
-            "shader": writer.add_shader(s.shader),
-            "reads": [t.id for t in s.reads],
-            "writes": [t.id for t in s.writes],
-            "uniforms": [[n, typ, D.to_json(v)] for n, typ, v in s.uniforms],
-            "grid": [D.to_json(g) for g in s.grid],
-            "label": s.label,
-            "node": s.node,
-            **({"when": [s.when[0], D.to_json(s.when[1]), int(s.when[2])]} if s.when else {}),
-        })
-    manifest = {
-        "producer": f"webinfer {__version__}",
-        "dims": program.dims,
-        "inputs": [{"name": n, "tensor": t.id} for n, t in program.inputs],
-        "outputs": [{"name": n, "tensor": t.id} for n, t in program.outputs],
-        "states": [{"name": n, "tensor": t.id} for n, t in program.states],
-        "bounds": program.bounds,
-        "index_bounds": program.index_bounds,
-        "tensors": tensors,
-        "steps": steps,
-        "control": program.control,  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
-        "groups": program.groups,  # sequence/optional inputs and outputs -> flat names (codegen/nested.py)
-        "placement": program.placement,
-        "passes": passes or [],
-        "options": (options or BuildOptions()).to_json(),
-        "kernel_class": (kclass or SOFTWARE).name,
-    }
-    return writer.write(manifest)
 
 
 class _CallableModule(types.ModuleType):

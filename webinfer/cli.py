@@ -70,7 +70,8 @@ def cmd_build(args) -> int:
                      progress=True, optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
-    print(f"built {out}: {len(manifest['steps'])} kernels ({len(manifest['shaders'])} distinct shaders), "
+    programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
+    print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
           f"{time.perf_counter() - t0:.1f} s")
     if args.report:
@@ -129,7 +130,8 @@ def cmd_run(args) -> int:
 
     out = _npz_path(args.output)
     feeds = dict(_load_feed(s) for s in args.input or [])
-    session = InferenceSession(args.artifact)
+    session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
+    print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
     t0 = time.perf_counter()
     names = [o.name for o in session.get_outputs()]
     outputs = session.run(names, feeds)
@@ -266,6 +268,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("artifact")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     r.add_argument("--output", metavar="OUT.npz")
+    r.add_argument("--class", dest="kernel_class", metavar="CLASS",
+                   help="run this kernel class's program (default: chosen for the adapter)")
     r.set_defaults(fn=cmd_run)
     i = sub.add_parser("inspect", help="describe an artifact, or a model.onnx with each op and whether webinfer supports it")
     i.add_argument("path")

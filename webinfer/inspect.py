@@ -68,7 +68,7 @@ def op_support_table(model) -> str:
 
 
 def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
-    from .artifact import Artifact
+    from .artifact import Artifact, program_view
     from .report import build_report, report_table
 
     m = Artifact.load(path).manifest
@@ -82,19 +82,44 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
         t = tensors[io["tensor"]]
         return [io["name"], t["dtype"], "[" + ", ".join(D.json_text(d) for d in t["shape"]) + "]"]
 
-    io = [["input"] + desc(i) for i in m["inputs"]] + [["output"] + desc(o) for o in m["outputs"]]
-    kernels = Counter(s["label"] for s in m["steps"])
-    where = Counter(p["where"] for p in m.get("placement", []))
+    choice, no_choice = _choice_here(m)
+    view = program_view(m, choice.index if choice else 0)
+    io = [["input"] + desc(i) for i in m["inputs"]] + [["output"] + desc(o) for o in view["outputs"]]
+    kernels = Counter(s["label"] for s in view["steps"])
+    where = Counter(p["where"] for p in view.get("placement", []))
     weight_bytes = sum(s["bytes"] for s in m["shards"])
+    programs = [[p["class"], len(p["steps"]), p["shaders"], "/".join(p["adapter_types"]),
+                 ", ".join(p["requires"]["features"]) or "-"] for p in m["programs"]]
+    opts = m.get("options", {})
     out = [f"{os.path.basename(os.path.normpath(path))}: webinfer artifact v{m['version']} ({m.get('producer', '?')})",
-           f"kernels per run: {len(m['steps'])} ({len(m['shaders'])} distinct shaders); weights {_mib(weight_bytes)} "
-           f"in {len(m['shards'])} shard(s); symbolic dims: {', '.join(m.get('dims', [])) or 'none'}",
-           f"ONNX nodes: {len(m.get('placement', []))} ("
+           f"target {opts.get('target', '?')}, limits {opts.get('limits', '?')}; {len(m['shaders'])} distinct shaders; "
+           f"weights {_mib(weight_bytes)} in {len(m['shards'])} shard(s); symbolic dims: "
+           f"{', '.join(m.get('dims', [])) or 'none'}",
+           "", _table(programs, ["program", "kernels", "shaders", "tuned for", "requires"]), "",
+           (f"on this machine: {choice.kernel_class} ({choice.why})" if choice
+            else f"on this machine: {no_choice}"),
+           f"ONNX nodes: {len(view.get('placement', []))} ("
            + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
            "", _table(io, ["", "name", "dtype", "shape"]), "",
-           report_table(build_report(m, dim_values)), "",
+           report_table(build_report(view, dim_values)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
     return "\n".join(out)
+
+
+def _choice_here(manifest: dict):
+    """(the program this machine's native adapter would run, None) or (None, why there is none)."""
+    from .runtime.select import choose_program
+
+    try:
+        from .runtime.native import NativeDevice
+
+        facts = NativeDevice().facts()
+    except Exception as e:  # no wgpu or no adapter: inspect still describes the artifact
+        return None, f"no WebGPU adapter ({type(e).__name__})"
+    try:
+        return choose_program(manifest, facts), None
+    except WebinferError as e:
+        return None, str(e)
 
 
 def inspect_path(path: str, dim_values: dict | None = None) -> str:

@@ -7,6 +7,7 @@ The planned figure comes from the same planner the runtime uses (``runtime/memor
 from __future__ import annotations
 
 from . import dims as D
+from .artifact import program_view
 from .dtypes import gpu_nbytes
 from .runtime.control_flow import host_reads, loop_ranges
 from .runtime.memory import lifetimes, plan_slots
@@ -20,7 +21,10 @@ def _numel(shape, env) -> int:
     return n
 
 
-def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
+def build_report(manifest: dict, dim_values: dict | None = None, program: int = 0) -> dict:
+    """The report of one program of the artifact (default: its first, most preferred one)."""
+    if "steps" not in manifest:
+        manifest = program_view(manifest, program)
     env = {name: int((dim_values or {}).get(name, 1)) for name in manifest.get("dims", [])}
     for name, bound in manifest.get("bounds", {}).items():  # e.g. loop counts: sized at their bound, as at run time
         env.setdefault(name, int(bound))
@@ -30,11 +34,11 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
         while tensors[tid].get("alias") is not None:
             tid = tensors[tid]["alias"]
         base.append(tid)
-    sizes = {tid: max(4, gpu_nbytes(t["dtype"], _numel(t["shape"], env))) for tid, t in enumerate(tensors)
-             if t["kind"] in ("input", "temp") and t.get("alias") is None}
     live = lifetimes(len(tensors), manifest["steps"], [io["tensor"] for io in manifest["inputs"]],
                      [io["tensor"] for io in manifest["outputs"]], base, loop_ranges(manifest.get("control") or []),
                      host_reads(manifest.get("control") or []))
+    sizes = {tid: max(4, gpu_nbytes(t["dtype"], _numel(t["shape"], env))) for tid, t in enumerate(tensors)
+             if t["kind"] in ("input", "temp") and t.get("alias") is None and tid in live}  # this program's
     _, slot_sizes = plan_slots(sizes, live)
     return {
         # ONNX nodes in: before the graph passes when they ran.
@@ -43,14 +47,18 @@ def build_report(manifest: dict, dim_values: dict | None = None) -> dict:
         "kernels": sum(step_runs(s, env) for s in manifest["steps"]),
         "peak_bytes": sum(slot_sizes),
         "naive_bytes": sum(sizes.values()),
-        "weight_bytes": sum(gpu_nbytes(t["dtype"], _numel(t["shape"], {})) for t in tensors if t["kind"] == "weight"),
+        "weight_bytes": sum(gpu_nbytes(tensors[tid]["dtype"], _numel(tensors[tid]["shape"], {}))
+                            for tid in manifest["program"]["weights"]),
+        "kernel_class": manifest["program"]["class"],
+        "shaders": manifest["program"]["shaders"],
         "dims": env,
         "passes": manifest.get("passes", []),
     }
 
 
 def report_table(report: dict) -> str:
-    rows = [("ONNX nodes", report["nodes"]), ("kernels per run", report["kernels"]),
+    rows = [("ONNX nodes", report["nodes"]), ("kernel class", report["kernel_class"]),
+            ("kernels per run", report["kernels"]), ("distinct shaders", report["shaders"]),
             ("planned activation bytes", f"{report['peak_bytes']:,}"),
             ("naive activation bytes", f"{report['naive_bytes']:,}"),
             ("weight bytes", f"{report['weight_bytes']:,}"),

@@ -359,8 +359,8 @@ def test_prefix_slice_is_a_view(tmp_path, shape, starts, ends, axes, view):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     out = tmp_path / "m.wi"
     webinfer.build(model, str(out), optimize=False)
-    placement = json.loads((out / "manifest.json").read_text())["placement"]
-    assert (placement[0]["where"] == "view") == view
+    for program in json.loads((out / "manifest.json").read_text())["programs"]:
+        assert (program["placement"][0]["where"] == "view") == view
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     got = webinfer.InferenceSession(str(out)).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -80,7 +80,7 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", n])],
                        [onnx.numpy_helper.from_array(w, "w")])
     sess = build_quantized(proto, fmt, tmp_path, target)
-    labels = [s["label"] for s in sess.artifact.manifest["steps"]]
+    labels = [s["label"] for s in sess.program["steps"]]
     steps = 3 if KERNEL_CLASSES[target].use_dp4a else 2  # a GEMV and a GEMM step (dp4a: x quantized first)
     assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels
     words, params = quantize_nk(w.T, fmt)
@@ -165,7 +165,7 @@ def test_fp32_gemv_and_gemm_from_one_artifact(tmp_path, target, k, n):
                        [onnx.numpy_helper.from_array(w, "w")])
     build(proto, str(tmp_path / "f.wi"), target=target)
     sess = InferenceSession(str(tmp_path / "f.wi"))
-    whens = sorted(s["when"][0] for s in sess.artifact.manifest["steps"] if s["label"].endswith(":MatMul"))
+    whens = sorted(s["when"][0] for s in sess.program["steps"] if s["label"].endswith(":MatMul"))
     assert whens == ["eq", "ne"]  # a decode (GEMV) step and a GEMM step
     for s in (1, 6):
         x = rng.normal(size=(1, s, k)).astype(np.float32)

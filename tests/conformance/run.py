@@ -238,13 +238,13 @@ def short_reason(e: BaseException) -> str:
     return text.replace("\t", " ")[:200]
 
 
-def run_case(case: str) -> tuple[str, str]:
-    """(status, reason) of one case, in this process."""
+def run_case(case: str, target: str = "software") -> tuple[str, str]:
+    """(status, reason) of one case, in this process, built for kernel class ``target``."""
     from webinfer.backend import WebinferRep
 
     try:
         model, sets = load_case(NODE_DIR / case)
-        rep = WebinferRep(model)
+        rep = WebinferRep(model, target=target)
         for feeds, expected in sets:
             got = rep.run(feeds)
             why = compare(expected, got)
@@ -259,7 +259,7 @@ def run_case(case: str) -> tuple[str, str]:
 
 
 # -- the worker pool ---------------------------------------------------------------------------------
-def _worker(conn, quiet: bool) -> None:
+def _worker(conn, quiet: bool, target: str) -> None:
     if quiet:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -281,7 +281,7 @@ def _worker(conn, quiet: bool) -> None:
         if case is None:
             return
         t0 = time.perf_counter()
-        status, reason = run_case(case)
+        status, reason = run_case(case, target)
         conn.send(("result", status, reason, time.perf_counter() - t0))
 
 
@@ -290,9 +290,9 @@ class _Slot:
 
     START_LIMIT = 180.0  # seconds a new worker may take to import and open the device
 
-    def __init__(self, ctx, quiet: bool):
+    def __init__(self, ctx, quiet: bool, target: str):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, quiet), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, quiet, target), daemon=True)
         self.proc.start()
         child.close()
         self.ready = False
@@ -320,7 +320,7 @@ class _Slot:
 
 
 def sweep(cases: list[str], jobs: int = 2, timeout: float = CASE_TIMEOUT, quiet: bool = True,
-          progress=None) -> dict[str, Result]:
+          progress=None, target: str = "software") -> dict[str, Result]:
     """Run ``cases`` in ``jobs`` worker processes, each case under a wall-clock limit.
 
     A case that hangs is killed at ``timeout`` and its worker replaced; a worker that dies takes only
@@ -328,7 +328,7 @@ def sweep(cases: list[str], jobs: int = 2, timeout: float = CASE_TIMEOUT, quiet:
     ctx = mp.get_context("spawn")
     todo = list(reversed(cases))
     results: dict[str, Result] = {}
-    slots = [_Slot(ctx, quiet) for _ in range(max(1, min(jobs, len(cases))))]
+    slots = [_Slot(ctx, quiet, target) for _ in range(max(1, min(jobs, len(cases))))]
     failed_starts = 0
 
     def finish(slot: _Slot, status: str, reason: str, seconds: float) -> None:
@@ -382,7 +382,7 @@ def sweep(cases: list[str], jobs: int = 2, timeout: float = CASE_TIMEOUT, quiet:
                     raise RuntimeError("conformance workers fail to start (try --show-stderr)")
                 if replace:
                     s.stop() if (s.proc.is_alive() and not s.case and s.ready) else s.kill()
-                    slots[i] = s = _Slot(ctx, quiet)
+                    slots[i] = s = _Slot(ctx, quiet, target)
                 if s.ready and not s.case and todo:
                     s.give(todo.pop())
     finally:
@@ -454,7 +454,8 @@ def annotate(results: dict[str, Result]) -> None:
         r.category = cat if r.status != "pass" else ""
 
 
-def run_sweep(cases: list[str], jobs: int, timeout: float, quiet: bool = True, verbose: bool = False):
+def run_sweep(cases: list[str], jobs: int, timeout: float, quiet: bool = True, verbose: bool = False,
+              target: str = "software"):
     def progress(r: Result, n: int, total: int):
         if verbose or (r.status == "fail" and r.reason.startswith(("timeout", "crash"))):
             print(f"[{n}/{total}] {r.case}: {r.status} {r.reason} ({r.seconds:.1f} s)", flush=True)
@@ -462,7 +463,7 @@ def run_sweep(cases: list[str], jobs: int, timeout: float, quiet: bool = True, v
             print(f"[{n}/{total}] ...", flush=True)
 
     t0 = time.perf_counter()
-    results = sweep(cases, jobs=jobs, timeout=timeout, quiet=quiet, progress=progress)
+    results = sweep(cases, jobs=jobs, timeout=timeout, quiet=quiet, progress=progress, target=target)
     annotate(results)
     return results, time.perf_counter() - t0
 
@@ -474,12 +475,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     ap.add_argument("--timeout", type=float, default=CASE_TIMEOUT, help="seconds per case")
     ap.add_argument("--out", help="also write this run's results (same format as expected.tsv) here")
+    ap.add_argument("--target", default="software", choices=["software", "gpu"],
+                    help="the kernel class the cases are built for")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--show-stderr", action="store_true", help="keep the workers' stdout/stderr")
     args = ap.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", __import__("tempfile").mkdtemp(prefix="xdg-"))
     cases = [c for c in all_cases() if args.filter in c]
-    results, seconds = run_sweep(cases, args.jobs, args.timeout, quiet=not args.show_stderr, verbose=args.verbose)
+    results, seconds = run_sweep(cases, args.jobs, args.timeout, quiet=not args.show_stderr, verbose=args.verbose,
+                                 target=args.target)
     total = TOTAL if not args.filter else len(cases)
     for line in summarize(results, total):
         print(line)

@@ -62,9 +62,10 @@ class Generator:
 
     # -- loading ------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str, device=None) -> "Generator":
+    def load(cls, path: str, device=None, kernel_class: str | None = None) -> "Generator":
         """Open an artifact natively (wgpu-py); the tokenizer comes from the artifact's assets (without one,
-        prompts are token ids and tokens have no text)."""
+        prompts are token ids and tokens have no text). ``kernel_class`` forces one of its programs
+        (runtime/select.py)."""
         from ..artifact import Artifact
 
         art = Artifact.load(path)
@@ -73,7 +74,7 @@ class Generator:
 
             device = NativeDevice()
         m = art.manifest
-        core = SessionCore(m, art.shader_sources(), lambda i: art.read(m["shards"][i]), device)
+        core = SessionCore(m, art.shader, lambda i: art.read(m["shards"][i]), device, kernel_class=kernel_class)
         if "assets/tokenizer.json" not in m.get("assets", {}):
             return cls(core, None)
         tok_json, cfg_json = _assets(m, art.read)

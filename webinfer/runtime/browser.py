@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import WebinferError
 from .device import Device
+from .select import AdapterFacts, adapter_type
 
 # WebGPU limit names (camelCase in JS) under the hyphenated keys the session and native.py use.
 _LIMITS = {
@@ -29,6 +30,8 @@ _LIMITS = {
 }
 # Raised above WebGPU's defaults to what the adapter offers: big weights need big bindings.
 _REQUEST_ADAPTER_LIMITS = ("maxStorageBufferBindingSize", "maxBufferSize")
+# Requested when the adapter has them, so kernel classes that need them can be chosen (runtime/select.py).
+REQUEST_FEATURES = ("shader-f16", "subgroups")
 
 
 def _js():
@@ -67,6 +70,7 @@ class BrowserDevice(Device):
         self.adapter_name = (f"{getattr(info, 'vendor', '?')} {getattr(info, 'architecture', '?')}"
                              f"{' (fallback)' if getattr(adapter, 'isFallbackAdapter', False) else ''}"
                              if info is not None else "?")
+        self._info = info
         self.errors: list[str] = []
         self._on_error = create_proxy(self._record_error)  # kept alive as long as the device
         device.addEventListener("uncapturederror", self._on_error)
@@ -83,9 +87,17 @@ class BrowserDevice(Device):
         if _is_null(adapter):
             raise WebinferError("navigator.gpu.requestAdapter() found no WebGPU adapter")
         limits = {name: getattr(adapter.limits, name) for name in _REQUEST_ADAPTER_LIMITS}
-        device = await adapter.requestDevice(to_js({"requiredLimits": limits},
+        features = [f for f in REQUEST_FEATURES if adapter.features.has(f)]
+        device = await adapter.requestDevice(to_js({"requiredLimits": limits, "requiredFeatures": features},
                                                    dict_converter=js.Object.fromEntries))
         return cls(adapter, device)
+
+    def facts(self) -> AdapterFacts:
+        info = self._info
+        text = " ".join(str(getattr(info, k, "") or "") for k in ("vendor", "architecture", "device", "description"))
+        fallback = bool(getattr(info, "isFallbackAdapter", False) or getattr(self.adapter, "isFallbackAdapter", False))
+        features = frozenset(str(f) for f in self.device.features)
+        return AdapterFacts(adapter_type(None, fallback, text), self.adapter_name, features, self.limits)
 
     def _record_error(self, event) -> None:
         self.errors.append(str(getattr(event.error, "message", event.error)))

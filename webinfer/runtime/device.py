@@ -12,6 +12,10 @@ class Device:
     name = "device"
     limits: dict
 
+    def facts(self):
+        """The adapter's type, the device's features and limits (runtime/select.py chooses a program by them)."""
+        raise NotImplementedError
+
     def create_buffer(self, size: int, kind: str):
         """kind: 'storage' (read/write, copy src/dst), 'uniform', or 'readback' (map-read)."""
         raise NotImplementedError

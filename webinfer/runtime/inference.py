@@ -11,7 +11,9 @@ class InferenceSession:
     """Load an artifact directory and run it. Natively the device is wgpu-py; in Pyodide pass a
     ``BrowserDevice`` and use ``await run_async(...)``."""
 
-    def __init__(self, path: str, device=None):
+    def __init__(self, path: str, device=None, kernel_class: str | None = None):
+        """``kernel_class`` forces one of the artifact's programs; by default the device's adapter decides
+        (``self.choice``: which class and why, runtime/select.py)."""
         self.artifact = Artifact.load(path)
         if device is None:
             from .native import NativeDevice
@@ -19,8 +21,10 @@ class InferenceSession:
             device = NativeDevice()
         self.device = device
         m = self.artifact.manifest
-        shaders = self.artifact.shader_sources()
-        self._core = SessionCore(m, shaders, lambda i: self.artifact.read(m["shards"][i]), device)
+        self._core = SessionCore(m, self.artifact.shader, lambda i: self.artifact.read(m["shards"][i]), device,
+                                 kernel_class=kernel_class)
+        self.choice = self._core.choice
+        self.program = self._core.manifest["program"]  # the chosen program (steps, outputs, weights, ...)
 
     def get_inputs(self):
         return self._core.get_inputs()

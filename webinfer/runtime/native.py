@@ -7,6 +7,7 @@ import tempfile
 
 from ..errors import WebinferError
 from .device import Device
+from .select import AdapterFacts, adapter_type
 
 _DEVICE = None
 
@@ -47,6 +48,14 @@ class NativeDevice(Device):
         self.limits = dict(self.device.limits)
         info = self.device.adapter.info
         self.adapter_name = f"{info.get('device', '?')} ({info.get('backend_type', '?')})"
+
+    def facts(self) -> AdapterFacts:
+        info = self.device.adapter.info
+        text = " ".join(str(info.get(k, "")) for k in ("vendor", "architecture", "device", "description"))
+        # wgpu-native names WebGPU's "subgroups" feature "subgroup"
+        features = frozenset("subgroups" if f == "subgroup" else f for f in self.device.features)
+        return AdapterFacts(adapter_type(info.get("adapter_type"), False, text), self.adapter_name, features,
+                            self.limits)
 
     def create_buffer(self, size: int, kind: str):
         U = self._wgpu.BufferUsage

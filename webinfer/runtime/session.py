@@ -10,11 +10,13 @@ from __future__ import annotations
 import struct
 
 from .. import dims as D
+from ..artifact import program_view
 from ..dtypes import DTYPES, gpu_nbytes
 from ..errors import WebinferError
 from . import control_flow
 from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
+from .select import choose_program
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
@@ -33,20 +35,27 @@ class IOInfo:
 
 
 class SessionCore:
-    def __init__(self, manifest: dict, shaders: list[str], read_shard, device, weights: dict | None = None):
+    def __init__(self, manifest: dict, shaders: list[str], read_shard, device, weights: dict | None = None,
+                 kernel_class: str | None = None):
         """``weights``: tensor id -> GPU buffer already holding that weight (the browser's JS loader writes
-        shards straight into GPU buffers, so they never pass through Python); ``read_shard`` is then unused."""
+        shards straight into GPU buffers, so they never pass through Python); ``read_shard`` is then unused.
+        ``kernel_class`` forces one of the artifact's programs; by default select.py picks one for ``device``
+        (``self.choice`` says which and why). ``shaders``: the sources by index, or a function reading one
+        (only the chosen program's are read)."""
+        self.choice = choose_program(manifest, device.facts(), kernel_class)
+        manifest = program_view(manifest, self.choice.index)
         self.manifest = manifest
         self.device = device
         self.tensors = manifest["tensors"]
         self.steps = manifest["steps"]
         self._pipelines = {}
         self.step_pipelines = []
+        shader = shaders if callable(shaders) else shaders.__getitem__  # a list, or a reader by index
         for step in self.steps:
             writes = [False] * len(step["reads"]) + [True] * len(step["writes"])
             key = (step["shader"], tuple(writes), bool(step["uniforms"]))
             if key not in self._pipelines:
-                self._pipelines[key] = device.create_pipeline(shaders[step["shader"]], writes, bool(step["uniforms"]))
+                self._pipelines[key] = device.create_pipeline(shader(step["shader"]), writes, bool(step["uniforms"]))
             self.step_pipelines.append(self._pipelines[key])
         self.weights = self._upload_weights(read_shard) if weights is None else self._check_weights(weights)
         self.bounds: dict[str, int] = dict(manifest.get("bounds", {}))
@@ -82,9 +91,8 @@ class SessionCore:
     # -- set-up ------------------------------------------------------------------------------------
     def _upload_weights(self, read_shard) -> dict[int, object]:
         buffers, shards = {}, {}
-        for tid, t in enumerate(self.tensors):
-            if t["kind"] != "weight":
-                continue
+        for tid in self.manifest["program"]["weights"]:
+            t = self.tensors[tid]
             nbytes = self._nbytes(tid, D.evaluate(_numel(t), {}))
             buf = self.device.create_buffer(nbytes, "storage")
             for shard, offset, n, dst in t["chunks"]:
@@ -97,7 +105,7 @@ class SessionCore:
         return buffers
 
     def _check_weights(self, weights: dict) -> dict[int, object]:
-        want = {tid for tid, t in enumerate(self.tensors) if t["kind"] == "weight"}
+        want = set(self.manifest["program"]["weights"])
         missing = sorted(want - set(weights))
         if missing:
             raise WebinferError(f"pre-uploaded weights lack {len(missing)} weight tensor(s), e.g. {missing[:4]}")
@@ -236,11 +244,11 @@ class SessionCore:
 
     def memory_plan(self, numel: list[int], base: list[int]) -> tuple[dict[int, int], list[int], int]:
         """Slots for inputs and intermediates: (tensor -> slot, slot bytes, naive bytes)."""
-        sizes = {tid: max(4, self._nbytes(tid, numel[tid])) for tid, t in enumerate(self.tensors)
-                 if t["kind"] in ("input", "temp") and t.get("alias") is None}
         live = lifetimes(len(self.tensors), self.steps, [io["tensor"] for io in self.manifest["inputs"]],
                          [io["tensor"] for io in self.manifest["outputs"]], base, loop_ranges(self.control),
                          host_reads(self.control))
+        sizes = {tid: max(4, self._nbytes(tid, numel[tid])) for tid, t in enumerate(self.tensors)  # this program's
+                 if t["kind"] in ("input", "temp") and t.get("alias") is None and tid in live}
         slot_of, slot_sizes = plan_slots(sizes, live)
         return slot_of, slot_sizes, sum(sizes.values())
 

@@ -12,6 +12,7 @@ import json
 
 from ..artifact import check_manifest, verify
 from ..errors import WebinferError
+from .select import choose_program
 from .session import SessionCore
 from .tensor import HostTensor
 
@@ -24,8 +25,11 @@ class PageSession:
         self._tokenizer = None
 
     @classmethod
-    async def open(cls, artifact_url: str, adapter, device, weight_pairs, gpu=None) -> PageSession:
-        """``gpu``: a BrowserDevice over ``device`` to share between sessions (default: a new one)."""
+    async def open(cls, artifact_url: str, adapter, device, weight_pairs, gpu=None,
+                   kernel_class: str | None = None) -> PageSession:
+        """``gpu``: a BrowserDevice over ``device`` to share between sessions (default: a new one).
+        ``kernel_class`` forces one of the artifact's programs; by default select.py chooses for the adapter
+        (the worker's JS chose the same one to upload its weights, and checks ``core.choice``)."""
         from .browser import BrowserDevice, fetch_bytes
 
         base = artifact_url if artifact_url.endswith("/") else artifact_url + "/"
@@ -35,11 +39,14 @@ class PageSession:
         except ValueError as e:
             raise WebinferError(f"{base}manifest.json is not valid JSON ({e})") from None
         check_manifest(manifest, base + "manifest.json")
-        shaders = []
-        for entry in manifest["shaders"]:
+        gpu = gpu or BrowserDevice(adapter, device)
+        choice = choose_program(manifest, gpu.facts(), kernel_class)
+        shaders: list = [None] * len(manifest["shaders"])  # only the chosen program's are fetched
+        for i in sorted({s["shader"] for s in manifest["programs"][choice.index]["steps"]}):
+            entry = manifest["shaders"][i]
             data = await fetch_bytes(base + entry["file"])
             verify(entry, data, base + entry["file"])
-            shaders.append(data.decode())
+            shaders[i] = data.decode()
         assets = {}
         for rel, entry in manifest.get("assets", {}).items():
             data = await fetch_bytes(base + rel)
@@ -50,8 +57,9 @@ class PageSession:
         def no_shards(i: int) -> bytes:
             raise WebinferError("weights must come pre-uploaded from the page's loader")
 
-        gpu = gpu or BrowserDevice(adapter, device)
-        return cls(SessionCore(manifest, shaders, no_shards, gpu, weights=weights), gpu, assets, base)
+        core = SessionCore(manifest, shaders, no_shards, gpu, weights=weights, kernel_class=choice.kernel_class)
+        core.choice = choice  # (forcing the chosen class keeps its reason)
+        return cls(core, gpu, assets, base)
 
     async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None) -> dict[str, HostTensor]:
         results = await self.core.run_async(outputs, feeds)
@@ -94,16 +102,18 @@ class WorkerHost:
         except KeyError:
             raise WebinferError(f"no open session {handle} (closed?)") from None
 
-    async def open_session(self, artifact_url: str, weight_pairs) -> str:
-        """Open a session; returns JSON {handle, inputs, outputs, adapter, tokenizer}."""
-        session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu)
+    async def open_session(self, artifact_url: str, weight_pairs, kernel_class=None) -> str:
+        """Open a session; returns JSON {handle, inputs, outputs, adapter, tokenizer, kernel_class, why}."""
+        session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
+                                         _py(kernel_class) or None)
         return json.dumps({"handle": self._add(session), **_describe(session, self.gpu)})
 
-    async def open_chat(self, artifact_url: str, weight_pairs) -> str:
+    async def open_chat(self, artifact_url: str, weight_pairs, kernel_class=None) -> str:
         """Open a Generator and compile its prefill and decode pipelines with a short warm-up."""
         from ..llm.generate import Generator
 
-        session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu)
+        session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
+                                         _py(kernel_class) or None)
         gen = Generator(session.core, session.tokenizer())
         # A prefill of several tokens and two decode steps compile every pipeline before the first message;
         # then the cache is forgotten, so the first turn is timed as it would be on a warm page.
@@ -153,7 +163,8 @@ class WorkerHost:
 def _describe(session: PageSession, gpu) -> dict:
     core = session.core
     return {"inputs": [_io(i) for i in core.get_inputs()], "outputs": [_io(o) for o in core.get_outputs()],
-            "adapter": gpu.adapter_name, "tokenizer": "tokenizer.json" in session.assets}
+            "adapter": gpu.adapter_name, "tokenizer": "tokenizer.json" in session.assets,
+            "kernel_class": core.choice.kernel_class, "kernel_class_why": core.choice.why}
 
 
 def _io(info) -> dict:

@@ -9,7 +9,8 @@
 //   for await (const t of chat.send([{ role: "user", content: "Hi!" }])) console.log(t.text);
 //   chat.cancel();                                               // stops the reply after the current token
 //
-// load(url, {onProgress}) -> Session {inputs, outputs, adapter, timings, run(feeds), encode(text), close()}
+// load(url, {onProgress, kernelClass}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy, timings,
+//   run(feeds), encode(text), close()}; the artifact's program is chosen for the adapter (kernelClass forces one);
 //   close() frees the session's GPU memory.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
 //   default to the input's static shape. run() resolves to {name: Tensor}.
@@ -87,8 +88,9 @@ function absolute(url) {
   return new URL(url, globalThis.document ? document.baseURI : location.href).href;
 }
 
-async function open(url, kind, { onProgress } = {}) {
-  const info = await call({ op: "load", url: absolute(url), kind }, (m) => m.progress && onProgress?.(m.progress));
+async function open(url, kind, { onProgress, kernelClass } = {}) {
+  const info = await call({ op: "load", url: absolute(url), kind, kernelClass },
+    (m) => m.progress && onProgress?.(m.progress));
   info.timings.ready_ms = Math.round(performance.now());  // since this page started loading
   return info;
 }
@@ -106,7 +108,8 @@ export async function chat(url, options) {
 class Session {
   constructor(info) {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
-      adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer });
+      adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer,
+      kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why });
   }
 
   /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}. */

@@ -51,12 +51,49 @@ export async function openGPU() {
   }
   const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) throw new Error("navigator.gpu.requestAdapter() found no WebGPU adapter.");
-  // The same limits BrowserDevice.create asks for: big weights need big bindings.
-  const device = await adapter.requestDevice({ requiredLimits: {
-    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-    maxBufferSize: adapter.limits.maxBufferSize,
-  } });
+  // The same limits and features BrowserDevice.create asks for: big weights need big bindings, and the kernel
+  // classes that need shader-f16 or subgroups can be chosen where the adapter has them.
+  const device = await adapter.requestDevice({
+    requiredLimits: {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
+    },
+    requiredFeatures: ["shader-f16", "subgroups"].filter((f) => adapter.features.has(f)),
+  });
   return { adapter, device };
+}
+
+// runtime/select.py's rule, kept in step with it (Python applies it again and the two must agree): the first
+// program the device can run (features, WGSL language features, limits) that is tuned for this adapter's
+// type, else the first it can run; `forced` (load(url, {kernelClass})) picks one by name.
+const SOFTWARE_ADAPTERS = ["swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp", "microsoft basic render"];
+const LIMIT_NAMES = {
+  "max-storage-buffers-per-shader-stage": "maxStorageBuffersPerShaderStage",
+  "max-compute-invocations-per-workgroup": "maxComputeInvocationsPerWorkgroup",
+  "max-compute-workgroup-storage-size": "maxComputeWorkgroupStorageSize",
+};
+
+function adapterType(adapter) {
+  const i = adapter.info || {};
+  const text = [i.vendor, i.architecture, i.device, i.description].join(" ").toLowerCase();
+  if (i.isFallbackAdapter || adapter.isFallbackAdapter || SOFTWARE_ADAPTERS.some((n) => text.includes(n))) return "cpu";
+  return "unknown";  // browsers do not say integrated or discrete
+}
+
+export function chooseProgram(manifest, adapter, device, forced) {
+  const has = (f) => device.features.has(f) || Boolean(navigator.gpu.wgslLanguageFeatures?.has(f));
+  const runs = (p) => (p.requires.features || []).every(has) && Object.entries(p.requires.limits || {})
+    .every(([k, v]) => !(k in LIMIT_NAMES) || device.limits[LIMIT_NAMES[k]] >= v);
+  const programs = manifest.programs;
+  if (forced) {
+    const p = programs.find((q) => q.class === forced);
+    if (!p || !runs(p)) throw new Error(`kernel class ${forced} is not in this artifact or cannot run here`);
+    return p;
+  }
+  const type = adapterType(adapter);
+  const runnable = programs.filter(runs);
+  if (!runnable.length) throw new Error("no program of this artifact runs on this adapter");
+  return runnable.find((p) => p.adapter_types.includes(type)) || runnable[0];
 }
 
 function gpu() {
@@ -108,14 +145,14 @@ async function fetchShard(cache, url, entry, onBytes) {
   return { bytes, cached };
 }
 
-// One storage buffer per weight tensor, as SessionCore._upload_weights makes them; every chunk is written
-// from its shard with queue.writeBuffer. Returns [[tensorId, GPUBuffer], ...] for the Python session.
-export async function loadWeights(device, artifactURL, manifest, progress) {
+// One storage buffer per weight tensor the program reads, as SessionCore._upload_weights makes them; every
+// chunk is written from its shard with queue.writeBuffer. Returns [[tensorId, GPUBuffer], ...] for Python.
+export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0]) {
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const pairs = [];
   const perShard = manifest.shards.map(() => []);
-  manifest.tensors.forEach((t, tid) => {
-    if (t.kind !== "weight") return;
+  program.weights.forEach((tid) => {
+    const t = manifest.tensors[tid];
     for (const d of t.shape) {
       if (!Number.isInteger(d)) throw new Error(`weight tensor ${tid} has a symbolic shape`);
     }
@@ -150,17 +187,19 @@ export async function loadWeights(device, artifactURL, manifest, progress) {
 }
 
 // -- operations ------------------------------------------------------------------------------------------
-async function load({ url, kind }, post) {
+async function load({ url, kind, kernelClass }, post) {
   const progress = (p) => post({ type: "progress", progress: p });
   const timings = {};
   const artifactURL = new URL(url.endsWith("/") ? url : url + "/", ROOT).href;
   progress({ phase: "python" });
   const py = python();  // Pyodide boots while the weights stream in
-  const { device } = await gpu();
+  const { adapter, device } = await gpu();
   const t = performance.now();
   const mresp = await fetch(new URL("manifest.json", artifactURL));
   if (!mresp.ok) throw new Error(`GET ${artifactURL}manifest.json: HTTP ${mresp.status}`);
-  const weights = await loadWeights(device, artifactURL, await mresp.json(), progress);
+  const manifest = await mresp.json();
+  const program = chooseProgram(manifest, adapter, device, kernelClass);
+  const weights = await loadWeights(device, artifactURL, manifest, progress, program);
   Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,
     shards_from_cache: weights.fromCache, shards: weights.shards });
   timings.python_ms = (await py).ms;
@@ -168,7 +207,10 @@ async function load({ url, kind }, post) {
   const t2 = performance.now();
   const h = await host();
   const open = kind === "chat" ? h.open_chat : h.open_session;
-  const info = JSON.parse(await open(artifactURL, weights.pairs));
+  const info = JSON.parse(await open(artifactURL, weights.pairs, kernelClass || undefined));
+  if (info.kernel_class !== program.class) {
+    throw new Error(`kernel class: the worker chose ${program.class}, Python ${info.kernel_class} (${info.kernel_class_why})`);
+  }
   timings.session_ms = Math.round(performance.now() - t2);
   timings.worker_ms = Math.round(performance.now() - started);
   return { ...info, timings };

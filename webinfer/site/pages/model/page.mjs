@@ -31,8 +31,11 @@ async function runOnce(session) {
 
 async function main() {
   const session = await webinfer.load("artifact/", {
-    onProgress: progressBar(document.getElementById("progress"), statusEl) });
-  document.getElementById("timings").textContent = timingText(session.timings);
+    onProgress: progressBar(document.getElementById("progress"), statusEl),
+    kernelClass: new URLSearchParams(location.search).get("class") || undefined });  // ?class=gpu forces one
+  document.getElementById("timings").textContent = `${timingText(session.timings)}; kernel class ` +
+    `${session.kernelClass} (${session.kernelClassWhy})`;
+  resultEl.dataset.kernelClass = JSON.stringify({ name: session.kernelClass, why: session.kernelClassWhy });
   statusEl.textContent = "running…";
   await runOnce(session);
   statusEl.textContent = "done";

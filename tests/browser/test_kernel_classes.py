@@ -1,0 +1,51 @@
+"""Kernel classes in the page: the worker's chooseProgram (webinfer/site/worker.mjs) and Python's select.py
+pick the same program of a portable artifact on Chromium's SwiftShader (software), and the page's ?class=gpu
+(load(url, {kernelClass})) runs the other one correctly there."""
+
+import json
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from webinfer.build import build
+from webinfer.bundle import bundle
+from webinfer.runtime.inference import InferenceSession
+from webinfer.serve import serve_in_thread
+
+pytestmark = pytest.mark.browser
+
+
+def test_page_picks_a_class_and_runs_both(page, tmp_path, webinfer_wheel):
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Tanh", ["m"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(rng.standard_normal((6, 3)).astype(np.float32), "w")])
+    art, site = str(tmp_path / "m.wi"), str(tmp_path / "site")
+    build(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), art)
+    bundle(art, site, wheel=webinfer_wheel)
+    want = InferenceSession(art).run(None, {"x": np.ones((1, 6), np.float32)})[0]
+    server, url = serve_in_thread(site)
+    requests = []
+    page.on("request", lambda req: requests.append(req.url))
+    runs = {}
+    try:
+        for query in ("", "?class=gpu"):
+            page.goto(url + "model/" + query)
+            page.wait_for_selector("#result[data-done]", state="attached", timeout=180_000)
+            assert page.locator("#result").get_attribute("data-error") is None, page.locator("#status").inner_text()
+            runs[query] = {k: json.loads(page.locator("#result").get_attribute(f"data-{k}"))
+                           for k in ("outputs", "kernel-class")}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert runs[""]["kernel-class"]["name"] == "software"  # the worker's and Python's choice (they must agree)
+    assert "cpu adapter" in runs[""]["kernel-class"]["why"]
+    assert runs["?class=gpu"]["kernel-class"]["name"] == "gpu"
+    for got in (r["outputs"] for r in runs.values()):
+        assert got["y"]["shape"] == [1, 3]
+        np.testing.assert_allclose(got["y"]["head"], want.reshape(-1), rtol=1e-5, atol=1e-6)
+    assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}

@@ -92,5 +92,5 @@ def test_gelu_after_matmul_is_an_epilogue(tmp_path):
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", 1, [4, 48]))
     check_ort(model, {"x": x})
     webinfer.build(model, str(tmp_path / "a"), target="software")
-    steps = json.loads((tmp_path / "a" / "manifest.json").read_text())["steps"]
+    steps = json.loads((tmp_path / "a" / "manifest.json").read_text())["programs"][0]["steps"]
     assert [s["label"].split(":")[1] for s in steps] == ["FusedGemm"]  # MatMul + bias -> Gemm, Gelu inside

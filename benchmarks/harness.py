@@ -19,10 +19,56 @@ from . import spec as S
 from .native import SWIFTSHADER_ICD, worker_command
 
 NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
+# Also native, run only when asked for: the default adapter forced to one kernel class's program.
+NATIVE_EXTRA = ["webinfer-software", "webinfer-gpu"]
 BROWSER = ["webinfer-pyodide", "ort-web-webgpu", "ort-web-wasm"]
 ENGINE_NAMES = {"webinfer": "webinfer", "webinfer-swiftshader": "webinfer", "ort-cpu": "onnxruntime CPU",
                 "ort-webgpu": "onnxruntime WebGPU", "webinfer-pyodide": "webinfer (Pyodide)",
-                "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm"}
+                "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm",
+                "webinfer-software": "webinfer software class", "webinfer-gpu": "webinfer gpu class"}
+
+
+def is_native(engine: str) -> bool:
+    """A native engine, or a baseline one (``ENGINE@REV``: webinfer from a checkout of git revision REV)."""
+    return engine.split("@")[0] in NATIVE + NATIVE_EXTRA
+
+
+def with_baseline(engines: list[str], rev: str | None) -> list[str]:
+    """Each native webinfer engine followed by the same engine running webinfer from revision ``rev``."""
+    if not rev:
+        return engines
+    out = []
+    for e in engines:
+        out.append(e)
+        if "@" not in e and e.startswith("webinfer") and is_native(e):
+            out.append(f"{e}@{rev}")
+    return out
+
+
+def baseline_checkout(rev: str, log=print) -> tuple[str, str]:
+    """(full commit id, folder holding that commit's files): ``git archive`` into the bench cache, once."""
+    import io
+    import tarfile
+
+    from .native import REPO_ROOT
+
+    r = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        from webinfer.errors import WebinferError
+
+        raise WebinferError(f"--baseline {rev!r}: not a commit of this repository")
+    sha = r.stdout.strip()
+    root = os.path.join(S.artifact_dir(), f"baseline-{sha[:12]}")
+    src = os.path.join(root, "src")
+    if not os.path.isfile(os.path.join(src, "webinfer", "__init__.py")):
+        tar = subprocess.run(["git", "-C", REPO_ROOT, "archive", "--format=tar", sha], capture_output=True,
+                             check=True).stdout
+        os.makedirs(src, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+            t.extractall(src, filter="data")
+        log(f"baseline {rev}: {sha[:12]} unpacked in {src}")
+    return sha, root
 
 
 class Settings:
@@ -30,6 +76,7 @@ class Settings:
 
     def __init__(self, quick: bool):
         self.quick = quick
+        self.baseline: dict[str, str] = {}  # revision -> its folder (baseline_checkout)
         self.warmup, self.runs = (1, 3) if quick else (2, 10)
         self.decode_passes = 1 if quick else 3
         # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none;
@@ -74,7 +121,7 @@ def unavailable(engine: str, spec: S.ModelSpec) -> str | None:
         return f"not available: {spec.quantize} is a webinfer build option (no equivalent peer model)"
     if spec.artifact is None and engine.startswith("webinfer"):
         return spec.build_error or "not available: no artifact"
-    if engine == "webinfer-swiftshader" and not os.path.isfile(SWIFTSHADER_ICD):
+    if engine.split("@")[0] == "webinfer-swiftshader" and not os.path.isfile(SWIFTSHADER_ICD):
         return f"not available: {SWIFTSHADER_ICD} missing (apt-get install chromium)"
     return None
 
@@ -115,8 +162,12 @@ def run_native(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: s
         else:
             runnable.append(sp)
             jobs.append(S.job(sp, settings))
+            if "@" in engine:  # the baseline's worker builds the model with the baseline's compiler
+                jobs[-1].update(quantize=sp.quantize,
+                                baseline_cache=settings.baseline[engine.split("@", 1)[1]])
     # Kernel microbenchmarks: every webinfer adapter in a full run, the default one with --quick.
-    if getattr(settings, "kernels", True) and (engine == "webinfer" or engine.startswith("webinfer") and not settings.quick):
+    if getattr(settings, "kernels", True) and "@" not in engine and (
+            engine == "webinfer" or engine.startswith("webinfer") and not settings.quick):
         jobs.append({"model": "kernels", "kernels": True, "quick": settings.quick})
     if not jobs:
         return rows
@@ -144,7 +195,8 @@ def run_worker(engine: str, jobs: list[dict], settings: Settings, tmp: str) -> l
         jobs_path, out_path = (os.path.join(tmp, f"{engine}-{attempt}-{n}.json") for n in ("jobs", "out"))
         with open(jobs_path, "w") as f:
             json.dump(pending, f)
-        cmd, env = worker_command(engine, jobs_path, out_path)
+        root = settings.baseline.get(engine.split("@", 1)[1]) if "@" in engine else None
+        cmd, env = worker_command(engine, jobs_path, out_path, os.path.join(root, "src") if root else None)
         err_path = out_path + ".stderr"
         with open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
@@ -194,14 +246,26 @@ def _last_line(text: str) -> str:
 
 
 def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
-        specs: list[S.ModelSpec] | None = None, kernels: bool = True, log=print) -> list[dict]:
-    """Run the benchmark; returns the rows and writes bench.json, bench.md and bench.png in ``out_dir``."""
+        specs: list[S.ModelSpec] | None = None, kernels: bool = True, log=print,
+        baseline: str | None = None) -> list[dict]:
+    """Run the benchmark; returns the rows and writes bench.json, bench.md and bench.png in ``out_dir``.
+
+    ``baseline``: a git revision; each native webinfer engine also runs webinfer as of that revision (its
+    own compiler and runtime, from ``git archive``) in the same run, so figures compare under one load."""
     from .report import write_all
 
     t_start = time.perf_counter()
     settings = Settings(quick)
     settings.kernels = kernels
-    engines = engines or NATIVE + BROWSER
+    unknown = [e for e in engines or [] if not is_native(e) and e not in BROWSER]
+    if unknown:
+        from webinfer.errors import WebinferError
+
+        raise WebinferError(f"unknown engine {unknown[0]!r}: choose from "
+                            f"{', '.join(NATIVE + NATIVE_EXTRA + BROWSER)} (ENGINE@REV for a baseline)")
+    engines = with_baseline(engines or NATIVE + BROWSER, baseline)
+    for rev in {e.split("@", 1)[1] for e in engines if "@" in e}:
+        settings.baseline[rev] = baseline_checkout(rev, log)[1]
     specs = specs if specs is not None else S.default_models(quick)
     for sp in specs:
         S.prepare(sp)
@@ -209,7 +273,7 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     build_artifacts(specs, log)
     rows = []
     with tempfile.TemporaryDirectory(prefix="webinfer-bench-") as tmp:
-        for engine in [e for e in engines if e in NATIVE]:
+        for engine in [e for e in engines if is_native(e)]:
             rows += run_native(engine, specs, settings, tmp, log)
         browser_engines = [e for e in engines if e in BROWSER]
         if browser_engines:

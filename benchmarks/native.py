@@ -23,11 +23,15 @@ _EP_REGISTERED = False
 
 
 class WebinferNative(Engine):
-    def __init__(self, artifact: str):
+    def __init__(self, artifact: str, kernel_class: str | None = None):
         from webinfer.runtime.inference import InferenceSession
 
-        self.session = InferenceSession(artifact)
+        # (a baseline checkout's InferenceSession may predate kernel classes: pass one only when forced)
+        self.session = InferenceSession(artifact, **({"kernel_class": kernel_class} if kernel_class else {}))
         self.adapter = self.session.device.adapter_name
+        choice = getattr(self.session, "choice", None)
+        if choice is not None:
+            self.adapter += f", {choice.kernel_class} class"
 
     def tensor(self, dtype, shape, data):
         from webinfer.runtime.tensor import HostTensor
@@ -81,14 +85,36 @@ class OrtEngine(Engine):
         return self.session.run(names, feeds)
 
 
+def forced_class(engine: str) -> str | None:
+    """``webinfer-software`` / ``webinfer-gpu``: the default adapter running that class's program."""
+    base = engine.split("@")[0]
+    return base[len("webinfer-"):] if base in ("webinfer-software", "webinfer-gpu") else None
+
+
 def make_engine(name: str, job: dict):
+    kclass = forced_class(name)
+    if name.startswith("webinfer") and "@" in name:
+        job = dict(job, artifact=baseline_artifact(name, job))
     if name.startswith("webinfer") and job.get("llm"):
         from webinfer.llm.generate import Generator
 
-        return Generator.load(job["artifact"])
+        return Generator.load(job["artifact"], **({"kernel_class": kclass} if kclass else {}))
     if name.startswith("webinfer"):
-        return WebinferNative(job["artifact"])
+        return WebinferNative(job["artifact"], kclass)
     return OrtEngine(job["onnx"], "webgpu" if name == "ort-webgpu" else "cpu")
+
+
+def baseline_artifact(engine: str, job: dict) -> str:
+    """The job's model built by the baseline checkout's own compiler (this worker imports webinfer from it),
+    cached per commit: ``<bench artifacts>/baseline-<sha>/<model>``."""
+    from webinfer.build import build
+
+    folder = os.path.join(job["baseline_cache"], job["model"].replace(" ", "-").lower())
+    stamp = os.path.join(folder, ".built")
+    if not os.path.isfile(stamp):
+        build(job["onnx"], folder, **({"quantize": job["quantize"]} if job.get("quantize") else {}))
+        open(stamp, "w").close()
+    return folder
 
 
 def run_jobs(engine_name: str, jobs: list[dict], out_path: str) -> None:
@@ -128,12 +154,16 @@ def has_drm_card() -> bool:
     return os.path.isfile("/sys/class/drm/card0/device/vendor")
 
 
-def worker_command(engine: str, jobs_path: str, out_path: str) -> tuple[list[str], dict]:
-    """The command line and environment of one engine's worker."""
+def worker_command(engine: str, jobs_path: str, out_path: str, webinfer_from: str | None = None
+                   ) -> tuple[list[str], dict]:
+    """The command line and environment of one engine's worker; ``webinfer_from``: a checkout whose webinfer
+    package the worker imports instead of this one (a ``--baseline`` engine)."""
     env = {**os.environ, "PYTHONPATH": REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))
     cmd = [sys.executable, "-m", "benchmarks.native", engine, jobs_path, out_path]
-    if engine.endswith("swiftshader"):
+    if webinfer_from:
+        cmd += ["--webinfer-from", webinfer_from]
+    if engine.split("@")[0].endswith("swiftshader"):
         env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
     if engine == "ort-webgpu" and not has_drm_card():
         # Dawn rejects lavapipe 22.3 (missing dynamic-indexing features): SwiftShader it is.
@@ -147,6 +177,8 @@ def main(argv: list[str]) -> int:
     engine, jobs_path, out_path = argv[:3]
     if "--fake-drm" in argv:
         _fake_drm_card()
+    if "--webinfer-from" in argv:  # before anything imports webinfer: the baseline checkout's package wins
+        sys.path.insert(0, argv[argv.index("--webinfer-from") + 1])
     with open(jobs_path) as f:
         jobs = json.load(f)
     run_jobs(engine, jobs, out_path)

@@ -70,6 +70,15 @@ def markdown(rows: list[dict], wall_s: float, names: dict) -> str:
             s = speedup(at.get((ours, model, metric)), at.get((peer, model, metric)))
             parts.append(f"{model} {metric}: {'-' if s is None else f'{s:.2f}x'}")
         lines.append(f"- {names.get(ours, ours)} vs {names.get(peer, peer)} ({what}): " + "; ".join(parts))
+    baselines = [(e.split("@")[0], e) for e in engines if "@" in e and e.split("@")[0] in engines]
+    if baselines:
+        lines += ["", "## webinfer vs a baseline revision of itself, same run (>1: this checkout faster)", ""]
+    for ours, base in baselines:
+        parts = []
+        for model, metric in keys:
+            s = speedup(at.get((ours, model, metric)), at.get((base, model, metric)))
+            parts.append(f"{model} {metric}: {'-' if s is None else f'{s:.2f}x'}")
+        lines.append(f"- {ours} vs {base}: " + "; ".join(parts))
     kernel = [r for r in rows if r["model"].startswith("kernel")]
     if kernel:
         lines += ["", "## Kernels (webinfer natively; % of the peak measured on the same adapter)", ""]

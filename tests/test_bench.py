@@ -71,3 +71,25 @@ def test_check_outputs_flags_a_small_relative_error():
     assert S.check_outputs(spec, enc(ref + 1e-4)) is None
     assert "differs" in S.check_outputs(spec, enc(ref + np.array([0, 0, 0.05])))
     assert "missing" in S.check_outputs(spec, {})
+
+
+def test_baseline_revision_and_forced_class(tmp_path, monkeypatch):
+    """--baseline REV: webinfer as of a commit (here HEAD, unpacked by git archive and building the model with
+    its own compiler) runs beside this checkout in the same run; webinfer-gpu forces the gpu class's program."""
+    monkeypatch.setattr(S, "artifact_dir", lambda: str(tmp_path / "cache"))
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    spec = S.ModelSpec("tiny", tiny_model(tmp_path / "tiny.onnx", 1.0), {"x": x})
+    out = tmp_path / "out"
+    rows = harness.run(str(out), quick=True, engines=["webinfer", "webinfer-gpu"], specs=[spec], kernels=False,
+                       log=lambda line: None, baseline="HEAD")
+    cell = {r["engine"]: r for r in rows}
+    assert set(cell) == {"webinfer", "webinfer@HEAD", "webinfer-gpu", "webinfer-gpu@HEAD"}
+    for engine in ("webinfer", "webinfer@HEAD", "webinfer-gpu"):
+        assert cell[engine]["error"] is None, cell[engine]
+    assert "gpu class" in cell["webinfer-gpu"]["adapter"] and "software class" in cell["webinfer"]["adapter"]
+    (built,) = (tmp_path / "cache").glob("baseline-*/tiny/manifest.json")  # by the baseline's own build()
+    assert json.loads(built.read_text())["producer"].startswith("webinfer")
+    text = (out / "bench.md").read_text()
+    assert "- webinfer vs webinfer@HEAD: tiny latency: " in text
+    with __import__("pytest").raises(Exception, match="not a commit"):
+        harness.run(str(out), engines=["webinfer"], specs=[], baseline="no-such-rev", log=lambda line: None)

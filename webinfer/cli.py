@@ -214,7 +214,7 @@ def cmd_bench(args) -> int:
     sys.path.insert(0, root)
     from benchmarks.harness import run
 
-    run(args.out, quick=args.quick, engines=args.engine)
+    run(args.out, quick=args.quick, engines=args.engine, baseline=args.baseline)
     with open(os.path.join(args.out, "bench.md")) as f:
         print(f.read())
     return 0
@@ -284,7 +284,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="bench-results", metavar="DIR", help="where bench.json/.md/.png go")
     c.add_argument("--engine", action="append", metavar="NAME",
                    help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "
-                        "webinfer-pyodide, ort-web-webgpu, ort-web-wasm)")
+                        "webinfer-pyodide, ort-web-webgpu, ort-web-wasm; also webinfer-software, webinfer-gpu: "
+                        "the default adapter forced to one kernel class)")
+    c.add_argument("--baseline", metavar="REV",
+                   help="also run each native webinfer engine as of git revision REV (its own compiler and "
+                        "runtime) in the same run, with a speed ratio per model")
     c.set_defaults(fn=cmd_bench)
     return p
 

@@ -45,9 +45,11 @@ def model_with(nodes, inputs, outputs, inits) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def build_quantized(proto: onnx.ModelProto, fmt, tmp_path, target: str = "software") -> InferenceSession:
-    build(proto, str(tmp_path / "m.wi"), quantize=fmt, target=target)
-    return InferenceSession(str(tmp_path / "m.wi"))
+def build_quantized(proto: onnx.ModelProto, fmt, tmp_path, target: str = "software",
+                    dims: dict | None = None) -> InferenceSession:
+    out = str(tmp_path / f"m{len(dims or {})}.wi")
+    build(proto, out, quantize=fmt, target=target, dims=dims)
+    return InferenceSession(out)
 
 
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
@@ -79,20 +81,24 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", k])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", n])],
                        [onnx.numpy_helper.from_array(w, "w")])
-    sess = build_quantized(proto, fmt, tmp_path, target)
-    labels = [s["label"] for s in sess.program["steps"]]
-    steps = 3 if KERNEL_CLASSES[target].use_dp4a else 2  # a GEMV and a GEMM step (dp4a: x quantized first)
-    assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels
+    # Symbolic rows outside a generation build: one GEMM step, which also serves a single row; rows fixed
+    # at 1: the decode GEMV (a decoder's artifact carries both, each under its `when`: tests/llm).
+    gemm = build_quantized(proto, fmt, tmp_path, target)
+    gemv = build_quantized(proto, fmt, tmp_path, target, dims={"b": 1, "s": 1})
     words, params = quantize_nk(w.T, fmt)
     ref_w = unpack_reference(words, params, fmt, k).T
-    for shape in [(1, 1, k), (1, 5, k), (2, 19, k), (1, 1, k)]:
-        x = rng.normal(size=shape).astype(np.float32)
-        y = sess.run(None, {"x": x})[0]
-        if KERNEL_CLASSES[target].use_dp4a and shape[1] == 1:  # the decode GEMV on int8 activations
-            want = dp4a_reference(x.reshape(-1), ref_w, params, fmt)
-            np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
-            continue
-        np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
+    dp4a = KERNEL_CLASSES[target].use_dp4a
+    for sess, shapes, steps in ((gemm, [(1, 1, k), (1, 5, k), (2, 19, k)], 1), (gemv, [(1, 1, k)], 2 if dp4a else 1)):
+        labels = [s["label"] for s in sess.program["steps"]]
+        assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels  # dp4a: x quantized first
+        for shape in shapes:
+            x = rng.normal(size=shape).astype(np.float32)
+            y = sess.run(None, {"x": x})[0]
+            if dp4a and sess is gemv:  # the decode GEMV on int8 activations
+                want = dp4a_reference(x.reshape(-1), ref_w, params, fmt)
+                np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+                continue
+            np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
 
 
 def dp4a_reference(x: np.ndarray, ref_w: np.ndarray, params: np.ndarray, fmt: str) -> np.ndarray:
@@ -156,20 +162,24 @@ def test_tied_embedding_table_is_stored_once(fmt, tmp_path, target):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("k,n", [(48, 20), (37, 9)])
-def test_fp32_gemv_and_gemm_from_one_artifact(tmp_path, target, k, n):
-    """MatMul with a plain f32 weight: the decode step (one row) and the GEMM step from one artifact."""
+def test_fp32_gemv_and_gemm(tmp_path, target, k, n):
+    """MatMul with a plain f32 weight: the decode kernel (rows fixed at one) and the GEMM (symbolic rows)."""
     w = rng.normal(size=(k, n)).astype(np.float32)
     proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", k])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "s", n])],
                        [onnx.numpy_helper.from_array(w, "w")])
-    build(proto, str(tmp_path / "f.wi"), target=target)
-    sess = InferenceSession(str(tmp_path / "f.wi"))
-    whens = sorted(s["when"][0] for s in sess.program["steps"] if s["label"].endswith(":MatMul"))
-    assert whens == ["eq", "ne"]  # a decode (GEMV) step and a GEMM step
-    for s in (1, 6):
-        x = rng.normal(size=(1, s, k)).astype(np.float32)
-        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, *tolerance(target, 1e-4, 1e-4))
+    families = set()
+    for dims, rows in ((None, (1, 6)), ({"s": 1}, (1,))):
+        out = str(tmp_path / f"f{bool(dims)}.wi")
+        build(proto, out, target=target, dims=dims)
+        sess = InferenceSession(out)
+        (step,) = sess.program["steps"]
+        families.add(step["label"].split(":")[0])
+        for s in rows:
+            x = rng.normal(size=(1, s, k)).astype(np.float32)
+            np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, *tolerance(target, 1e-4, 1e-4))
+    assert len(families) == 2  # a matrix-vector kernel for one row, a GEMM otherwise
 
 
 def test_rewrite_leaves_activations_alone():

@@ -88,19 +88,37 @@ def binding(var: str, dtype: str, write: bool) -> Binding:
                    packed.encode_expr(dtype, "v", round_mode="down"))
 
 
+def code(value, wgsl_type: str = "u32") -> tuple:
+    """A param whose value changes the code (a loop the compiler should unroll, a vector width): written into
+    the shader as a literal, where ordinary sizes go to the uniform buffer."""
+    return (wgsl_type, value, "code")
+
+
+def as_literal(value, typ: str, how: str | None) -> bool:
+    """The specialization policy: which static params are written into the shader.
+
+    Sizes and strides are uniforms by default, so one family's kernels share one pipeline across shapes
+    (onnxruntime's WebGPU EP does the same; only its cache hints specialize). Literals: params the lowering
+    marks with :func:`code`, zeros (a zero stride deletes an index term: the broadcast pattern is code),
+    floats and bools (attribute constants; bools cannot live in a uniform buffer)."""
+    if not isinstance(value, (int, float, np.integer, np.floating, bool)):
+        return False  # symbolic: always a uniform
+    return how == "code" or typ not in ("u32", "i32") or isinstance(value, bool) or int(value) == 0
+
+
 def render(template: str, reads: dict, writes: dict, params: dict, wg: int, **ctx) -> tuple[str, list]:
-    """Render a kernel. ``params`` maps name -> (wgsl type, value); static values become literals,
-    symbolic ones uniform fields. Returns the WGSL and the uniforms [(name, type, dim)]."""
+    """Render a kernel. ``params`` maps name -> (wgsl type, value[, "code"]); :func:`as_literal` decides which
+    become literals, the rest uniform fields. Returns the WGSL and the uniforms [(name, type, dim)]."""
     bindings = [binding(v, t.dtype, False) for v, t in reads.items()]
     bindings += [binding(v, t.dtype, True) for v, t in writes.items()]
     p: dict[str, str] = {}
     uniforms: list[tuple[str, str, Dim]] = []
-    for name, (typ, value) in params.items():
-        if isinstance(value, (int, float, np.integer, np.floating, bool)):
+    for name, (typ, value, *how) in params.items():
+        if as_literal(value, typ, how[0] if how else None):
             p[name] = wgsl_literal(value, typ)
         else:
             p[name] = f"params.{name}"
-            uniforms.append((name, typ, value))
+            uniforms.append((name, typ, int(value) if isinstance(value, np.integer) else value))
     wgsl = _ENV.get_template(template).render(
         bindings=bindings, uniforms=uniforms, p=p, wg=wg, lit=wgsl_literal, **ctx
     )

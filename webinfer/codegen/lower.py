@@ -41,6 +41,11 @@ class LowerContext:
         self.opset = lowerer.opset
         self.kclass: KernelClass = lowerer.kclass  # the kernel class being lowered: its knobs choose variants
 
+    @property
+    def generation(self) -> bool:
+        """A build for generation (KV-cache states with bound dims): steps of one row (decode) are expected."""
+        return bool(self._l.program.bounds)
+
     # -- inputs and attributes -------------------------------------------------------------
     def attr(self, name: str, default=None):
         a = self.node.attributes.get(name)

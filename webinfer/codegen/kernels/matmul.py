@@ -110,9 +110,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t, when=when,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
                  epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec,
-                 vec4_vars=["a", "b"] if vec else [],
-                 m_even=_divides(t.tm, m),
-                 n_even=_divides(t.tn, n))
+                 vec4_vars=["a", "b"] if vec else [])
 
 
 def _vec4_ok(a: Operand, b: Operand, k, n, zero_points, ct: str) -> bool:
@@ -162,7 +160,7 @@ def lower_matmul(ctx, **epilogue) -> None:
     if b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
         from .quant_matmul import gemv_kn, row_steps  # one row (decode): the matrix-vector kernel
 
-        gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]))
+        gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]), ctx)
         if gemv_when != "skip":
             gemv_kn(ctx, a, b, out, gemv_when, **epilogue)
         if gemm_when != "skip":

@@ -28,10 +28,15 @@ GPU_GEMV_WG, GPU_GEMV_TN = 64, 4
 GPU_GEMV_KN = (8, 32)
 
 
-def row_steps(rows) -> tuple[tuple | None, tuple | None] | None:
-    """The ``when`` conditions of the (GEMV, GEMM) steps for ``rows``; None for a step that never runs."""
+def row_steps(rows, ctx=None) -> tuple[tuple | None, tuple | None] | None:
+    """The ``when`` conditions of the (GEMV, GEMM) steps for ``rows``; "skip" for a step that never runs.
+
+    A symbolic row count gets both steps only in a build for generation (``ctx.generation``: decode steps
+    have one row); elsewhere one row is rare and the GEMM serves it, so no shader is carried for it."""
     if isinstance(rows, int):
         return (None, "skip") if rows == 1 else ("skip", None)
+    if ctx is not None and not ctx.generation:
+        return "skip", None
     return ("eq", rows, 1), ("ne", rows, 1)
 
 
@@ -57,7 +62,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     layout = nbits_layout(ctx, fmt, k)
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
                   has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, **layout)
-    gemv_when, gemm_when = row_steps(rows)
+    gemv_when, gemm_when = row_steps(rows, ctx)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:
         _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)

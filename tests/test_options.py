@@ -44,3 +44,15 @@ def test_manifest_records_options_and_class(tmp_path, target):
     shaders = " ".join((tmp_path / e["file"]).read_text() for e in m["shaders"])
     assert ("var<workgroup>" in shaders) == (target == "gpu")
     assert SOFTWARE.matmul.shared is False
+
+
+def test_tile_policies():
+    from webinfer.options import with_tiles
+
+    assert with_tiles(SOFTWARE, "balanced") == SOFTWARE
+    assert with_tiles(SOFTWARE, "startup").matmul == SOFTWARE.matmul_small
+    assert with_tiles(SOFTWARE, "throughput").matmul_small is None
+    assert with_tiles(GPU, "startup") == GPU  # no small tile declared: unchanged
+    assert BuildOptions(tiles="startup").to_json()["kernel_classes"]["software"]["matmul"]["tm"] == 8
+    with pytest.raises(WebinferError, match="--tiles"):
+        BuildOptions(tiles="fast")

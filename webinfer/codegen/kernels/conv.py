@@ -18,8 +18,9 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
-from .matmul import Operand, choose_tiling, matmul, requantize, tiled_matmul
+from .matmul import Operand, matmul, requantize
 from .reduce import row_kernel, sum_stat
+from .tiles import choose_tiling, tiled_matmul
 
 WG = 64
 # GPU class: implicit GEMM from this many output channels per group and k (input channels x window) on.

@@ -9,49 +9,18 @@ invocation and no workgroup memory; real GPUs prefer workgroup-shared tiles (``s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from ... import dims as D
 from ...errors import WebinferError
-from ...options import SYMBOLIC_DIM_GUESS, KernelClass, Tiling
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import HELPERS, elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
-
-
-def choose_tiling(m, n, vec_ok: bool, kclass: KernelClass, k=None) -> Tiling:
-    """The class's tiling (its small-product tile under ``small_matmul_macs``), shrunk for small or skinny
-    products so that few computed outputs are wasted."""
-    t = kclass.matmul if vec_ok else kclass.matmul_scalar
-    if vec_ok and kclass.matmul_small is not None and k is not None:
-        macs = 1
-        for d in (m, n, k):
-            macs *= d if isinstance(d, int) else SYMBOLIC_DIM_GUESS
-        if macs < kclass.small_matmul_macs:
-            t = kclass.matmul_small
-    if t.shared:
-        # onnxruntime's packed matmul: one row per invocation when the product has few rows (8-row tiles)
-        return replace(t, tm=1) if isinstance(m, int) and m <= t.wy else t
-    tm, tn, wx, wy = t.tm, t.tn, t.wx, t.wy
-    if isinstance(m, int):
-        tm = min(tm, _pow2ceil(m))
-        while wy > 1 and tm * wy >= 2 * m:
-            wy, wx = wy // 2, wx * 2
-    if isinstance(n, int):
-        tn = min(tn, _pow2ceil(n))
-        while wx > 1 and tn * wx >= 2 * n:
-            wx //= 2
-    return Tiling(tm, tn, wx, wy, vec=t.vec and vec_ok and tn % 4 == 0)
-
-
-def _pow2ceil(v: int) -> int:
-    p = 1
-    while p < v:
-        p *= 2
-    return p
+from .quant_matmul import gemv_kn
+from .tiles import choose_tiling, row_steps, tiled_matmul
 
 
 @dataclass
@@ -127,15 +96,6 @@ def _vec4_ok(a: Operand, b: Operand, k, n, zero_points, ct: str) -> bool:
             and b.sr == n and _divides(4, k) and _divides(4, n))
 
 
-def tiled_matmul(ctx, reads: dict, out, t: Tiling, mnb: tuple, params: dict, **tctx) -> None:
-    """Dispatch the workgroup-tiled kernel (matmul_tiled.wgsl.j2) over an (m, n, batch) product; the class's
-    f16 knob stages the tiles in f16 (f32 products only)."""
-    m, n, nb = mnb
-    grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
-    ctx.dispatch("matmul_tiled.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t,
-                 f16=ctx.kclass.use_f16, **tctx)
-
-
 def _rows_vec4(op: Operand, cols, ct: str, zero_point) -> bool:
     """Whether an operand's rows can be read as vec4: f32, contiguous rows whose length is a multiple of 4."""
     return (ct == "f32" and op.tensor.dtype == "float32" and zero_point is None and op.sc == 1 and op.sr == cols
@@ -165,8 +125,6 @@ def lower_matmul(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
     if b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
-        from .quant_matmul import gemv_kn, row_steps  # one row (decode): the matrix-vector kernel
-
         gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]), ctx)
         if gemv_when != "skip":
             gemv_kn(ctx, a, b, out, gemv_when, **epilogue)

@@ -14,7 +14,7 @@ from ... import dims as D
 from ...opschema import PER_WORD
 from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
-from .matmul import choose_tiling, tiled_matmul
+from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
 # 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.
@@ -26,18 +26,6 @@ GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
 # k-groups): 32 columns and 32 k-streams per workgroup, so a 576-wide output still spreads over 18 workgroups.
 GPU_GEMV_WG, GPU_GEMV_TN = 64, 4
 GPU_GEMV_KN = (8, 32)
-
-
-def row_steps(rows, ctx=None) -> tuple[tuple | None, tuple | None] | None:
-    """The ``when`` conditions of the (GEMV, GEMM) steps for ``rows``; "skip" for a step that never runs.
-
-    A symbolic row count gets both steps only in a build for generation (``ctx.generation``: decode steps
-    have one row); elsewhere one row is rare and the GEMM serves it, so no shader is carried for it."""
-    if isinstance(rows, int):
-        return (None, "skip") if rows == 1 else ("skip", None)
-    if ctx is not None and not ctx.generation:
-        return "skip", None
-    return ("eq", rows, 1), ("ne", rows, 1)
 
 
 @lowering("MatMulQ", domain=WEBINFER_DOMAIN)
@@ -100,7 +88,7 @@ def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool,
                      vec4_vars=["x"] if k % 4 == 0 else [], **common)
         reads = {"xq": xq, "xs": xs, **{name: t for name, t in reads.items() if name != "x"}}
     vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] if wvec else [])
-    ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
+    ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
                  kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,
                  epilogue_fn=epilogue_fn, subgroups=ctx.kclass.use_subgroups, dp4a="xq" in reads, **common,
                  **layout)
@@ -114,11 +102,6 @@ def nbits_layout(ctx, fmt: str, k: int) -> dict:
     qb = int(ctx.attr("block"))
     nbq = -(-k // qb)
     return {"QB": qb, "NBQ": nbq, "RW": nbq * qb // PER_WORD[fmt]}
-
-
-def _grid(groups) -> tuple:
-    """A 2-D grid of ``groups`` workgroups (65535 per dimension); kernels index them as y * nwg.x + x."""
-    return (D.dmin(groups, 65535), D.ceildiv(groups, 65535), 1)
 
 
 def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wvec: bool, epilogue_fn: str,
@@ -169,7 +152,7 @@ def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | Non
     reads = {"x": x, "wq": w, **{name: ctx.gpu(t) for name, t in (extra_reads or {}).items()}}
     if choose_tiling(1, n, True, ctx.kclass).shared:
         kx, ky = GPU_GEMV_KN
-        ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=_grid(D.ceildiv(n // 4 if wvec else n, kx)),
+        ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n // 4 if wvec else n, kx)),
                      wg=kx * ky, when=when, kind="kn", kx=kx, ky=ky, K=k, N=n, wvec=wvec,
                      vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)
         return

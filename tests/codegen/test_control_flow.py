@@ -22,8 +22,10 @@ def model(nodes, inputs, outputs, opset=21):
 
 
 def session(m, tmp_path):
-    manifest = build(m, str(tmp_path / "a"))
-    return InferenceSession(str(tmp_path / "a")), manifest
+    """The session and the manifest as its program sees it (artifact.program_view)."""
+    build(m, str(tmp_path / "a"))
+    sess = InferenceSession(str(tmp_path / "a"))
+    return sess, sess._core.manifest
 
 
 def same(sess, m, feeds, rtol=1e-5, reference="onnx"):

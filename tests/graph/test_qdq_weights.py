@@ -45,7 +45,7 @@ def check(model, tmp_path, k: int, rows: int = 3, kernels=("MatMulQ",), target: 
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     weights = [t for t in manifest["tensors"] if t["kind"] == "weight"]
     stored = sum(c[2] for t in weights for c in t["chunks"])
-    labels = " ".join(s["label"] for s in manifest["steps"])
+    labels = " ".join(s["label"] for s in manifest["programs"][0]["steps"])
     assert all(kind in labels for kind in kernels), labels
     return stored
 
@@ -130,4 +130,4 @@ def test_onnxruntime_quantized_mlp(tmp_path):
     f32_bytes = sum(v.nbytes for n, v in inits.items() if n.startswith("w"))
     print(f"weights in the artifact: {stored} bytes (f32: {f32_bytes})")
     assert stored < f32_bytes / 4, (stored, f32_bytes)
-    assert not any("DequantizeLinear" in s["label"] for s in manifest["steps"])
+    assert not any("DequantizeLinear" in s["label"] for p in manifest["programs"] for s in p["steps"])

@@ -180,3 +180,18 @@ def test_narrow_int_arithmetic_wraps():
     check_node("Add", {"a": a, "b": b})
     check_node("Mul", {"a": a, "b": b})
     check_node("Sub", {"a": np.array([100, -100, 127], np.int8), "b": np.array([-100, 100, -1], np.int8)})
+
+
+def test_broadcast_layout_coalesces():
+    """Size-1 dims drop out and dims every input walks as one merge: fewer divisions, fewer shaders."""
+    from webinfer import dims as D
+    from webinfer.codegen.kernels.helpers import broadcast_layout
+
+    assert broadcast_layout([(1, 1, 5, 1), (1,)], (1, 1, 5, 1)) == ([5], [[1], [0]])
+    assert broadcast_layout([(2, 3, 4), (4,)], (2, 3, 4)) == ([6, 4], [[4, 1], [0, 1]])
+    assert broadcast_layout([(2, 1, 4), (1, 3, 1)], (2, 3, 4)) == ([2, 3, 4], [[4, 0, 1], [0, 1, 0]])
+    s = D.Sym.name("s")
+    dims, strides = broadcast_layout([(1, s, 8), (1, 1, 8)], (1, s, 8))
+    assert dims == [s, 8] and strides == [[8, 1], [0, 1]]
+    for a, b in [((2, 1, 1, 5), (1, 3, 1, 1)), ((1, 1, 6, 1), (4, 1, 6, 1)), ((3, 4, 5), (1, 4, 5))]:
+        check_node("Add", {"a": f32(a), "b": f32(b)})

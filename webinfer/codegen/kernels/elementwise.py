@@ -16,7 +16,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from . import elementwise_ops
 from ._floats import FLOAT_HELPERS, helper_sources
-from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides
+from .helpers import broadcast_layout, broadcast_shapes, broadcast_strides, compute_type, contiguous_strides
 
 F = lambda v: wgsl_literal(v, "f32")  # noqa: E731
 
@@ -316,20 +316,30 @@ def elementwise(ctx, build, inputs, out, positions=None) -> None:
         args[pos] = f"v{k}"
     expr = build(_Attrs(ctx, out.dtype), args, [t.dtype for t in inputs], ot)
     # Mixed input types (Pow's exponent, Where's condition) are converted where the op needs it.
-    params: dict = {"n": out.numel}
-    rank = out.rank
-    scalar = [D.is_static(t.shape) and D.product(t.shape) == 1 for t in inputs]
-    contiguous = all(s or tuple(t.shape) == tuple(out.shape) for s, t in zip(scalar, inputs))
-    if not contiguous:
-        for d, dim in enumerate(out.shape):
-            params[f"d{d}"] = dim
-        for k, t in enumerate(inputs):
-            for d, s in enumerate(broadcast_strides(t.shape, out.shape)):
-                params[f"s{k}_{d}"] = s
+    params, rank, scalar, contiguous = index_space(inputs, out)
     helpers = helper_sources(expr, HELPERS)
     ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(inputs)}, {"out": out},
                  work=out.numel, params=params, arity=len(inputs), rank=rank, contiguous=contiguous,
                  scalar=scalar, expr=expr, helpers=helpers, in_types=in_types)
+
+
+def index_space(inputs: list, out) -> tuple[dict, int, list[bool], bool]:
+    """How elementwise.wgsl.j2 indexes ``inputs`` at each output element: (params, rank, scalar, contiguous).
+    Contiguous: each input is read at the output's index, or (scalar) at 0; else the coalesced broadcasting
+    space (helpers.broadcast_layout) with its dims and strides as params."""
+    params: dict = {"n": out.numel}
+    scalar = [D.is_static(t.shape) and D.product(t.shape) == 1 for t in inputs]
+    if all(s or tuple(t.shape) == tuple(out.shape) for s, t in zip(scalar, inputs)):
+        return params, out.rank, scalar, True
+    dims, strides = broadcast_layout([t.shape for t in inputs], out.shape)
+    if len(dims) <= 1 and all(not st or st[0] in (0, 1) for st in strides):
+        return params, len(dims), [not st or st[0] == 0 for st in strides], True
+    for d, dim in enumerate(dims):
+        params[f"d{d}"] = dim
+    for k, st in enumerate(strides):
+        for d, s in enumerate(st):
+            params[f"s{k}_{d}"] = s
+    return params, len(dims), scalar, False
 
 
 class _Attrs:

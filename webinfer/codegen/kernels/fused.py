@@ -32,7 +32,7 @@ from . import norm
 from . import quant_matmul as qmm
 from ._floats import helper_sources
 from .elementwise_ops import narrow
-from .helpers import broadcast_shapes, broadcast_strides, compute_type
+from .helpers import broadcast_shapes, compute_type
 
 BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 4
 
@@ -125,17 +125,9 @@ def run_program(ctx, inputs: list) -> None:
             bound.append(t)
     lets, result, dt = compose(ctx, sources)
     out = ctx.output(0, dt, shape)
-    scalar = [D.is_static(t.shape) and D.product(t.shape) == 1 for t in bound]
-    contiguous = all(s or tuple(t.shape) == tuple(out.shape) for s, t in zip(scalar, bound))
-    params: dict = {"n": out.numel}
-    if not contiguous:
-        for d, dim in enumerate(out.shape):
-            params[f"d{d}"] = dim
-        for k, t in enumerate(bound):
-            for d, s in enumerate(broadcast_strides(t.shape, out.shape)):
-                params[f"s{k}_{d}"] = s
+    params, rank, scalar, contiguous = ew.index_space(bound, out)
     ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(bound)}, {"out": out},
-                 work=out.numel, params=params, arity=len(bound), rank=out.rank, contiguous=contiguous,
+                 work=out.numel, params=params, arity=len(bound), rank=rank, contiguous=contiguous,
                  scalar=scalar, expr=result, lets=lets, helpers=_helpers("\n".join(lets)),
                  in_types=[compute_type(t.dtype) for t in bound])
 

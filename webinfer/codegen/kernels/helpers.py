@@ -52,6 +52,25 @@ def broadcast_strides(shape, out_shape) -> list[Dim]:
     return out
 
 
+def broadcast_layout(shapes: list, out_shape) -> tuple[list, list[list]]:
+    """The broadcasting index space of an elementwise kernel, coalesced: (dims, per-input strides) with size-1
+    dims dropped and adjacent dims merged where every input walks them as one (a stride equal to the inner
+    stride times the inner dim; zeros merge with zeros). Fewer dims mean fewer divisions per element and fewer
+    distinct shaders ([1, 1, s, 1] + [1] and [s] + [1] index alike)."""
+    strides = [broadcast_strides(s, out_shape) for s in shapes]
+    keep = [d for d, dim in enumerate(out_shape) if dim != 1]
+    dims = [out_shape[d] for d in keep]
+    strides = [[st[d] for d in keep] for st in strides]
+    d = len(dims) - 2
+    while d >= 0:
+        if all(st[d] == D.mul(st[d + 1], dims[d + 1]) for st in strides):
+            dims[d:d + 2] = [D.mul(dims[d], dims[d + 1])]
+            for st in strides:
+                st[d:d + 2] = [st[d + 1]]
+        d -= 1
+    return dims, strides
+
+
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     a = int(axis)
     if a < -max(rank, 1) or a >= max(rank, 1):

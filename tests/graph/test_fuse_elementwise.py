@@ -1,6 +1,6 @@
-"""fuse_elementwise: chains and DAGs of float elementwise ops become one kernel; values used outside the
-group, integer math and lone ops are left alone. Outputs are checked against ReferenceEvaluator on the
-original graph."""
+"""fuse_elementwise: chains and DAGs of float elementwise ops (and int/bool data) become one kernel; values
+used outside the group, small integer (shape) math and lone ops are left alone. Outputs are checked against
+ReferenceEvaluator on the original graph."""
 
 from __future__ import annotations
 
@@ -73,3 +73,34 @@ def test_fused_group_with_every_input_known_at_build_time(tmp_path):
     session = InferenceSession(str(tmp_path / "a.wi"))
     got = session.run([o.name for o in session.get_outputs()], {})[0]
     np.testing.assert_allclose(got, ReferenceEvaluator(p).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_integer_and_bool_data_with_a_symbolic_dim_fuse_and_read_shape_scalars_as_uniforms(tmp_path):
+    """An attention-mask preamble (transformers' export): int/bool math over Range(0, seq) that no host
+    could evaluate (its length is symbolic) becomes one kernel, and ``seq`` itself (shape arithmetic)
+    is read as a uniform, not filled into a buffer first."""
+    from onnx import TensorProto
+    from onnx.reference import ReferenceEvaluator
+
+    from webinfer.build import build
+    from webinfer.runtime.inference import InferenceSession
+
+    i64 = lambda name, v: h.make_tensor(name, TensorProto.INT64, [], [v])  # noqa: E731
+    nodes = [h.make_node("Shape", ["m"], ["s"]), h.make_node("Gather", ["s", "one"], ["n"]),
+             h.make_node("Range", ["zero", "n", "one"], ["r"]),
+             h.make_node("Mul", ["r", "n"], ["rn"]), h.make_node("Add", ["rn", "r"], ["a"]),
+             h.make_node("GreaterOrEqual", ["r", "zero"], ["ge"]), h.make_node("Less", ["a", "cap"], ["lt"]),
+             h.make_node("And", ["ge", "lt"], ["both"]), h.make_node("Where", ["both", "a", "zero"], ["out"])]
+    g = h.make_graph(nodes, "mask", [h.make_tensor_value_info("m", TensorProto.INT64, ["batch", "seq"])],
+                     [h.make_tensor_value_info("out", TensorProto.INT64, ["seq"])],
+                     [i64("zero", 0), i64("one", 1), i64("cap", 20)])
+    proto = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    proto.ir_version = 9
+    build(proto, str(tmp_path / "a.wi"), target="software")
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    labels = [s.get("label") for s in session.program["steps"] if "shader" in s]
+    assert sorted(labels) == ["elementwise:FusedElementwise", "generate:Range"], labels  # no fill, one kernel
+    for seq in (1, 4, 7):
+        feeds = {"m": np.ones((2, seq), np.int64)}
+        got = session.run(["out"], feeds)[0]
+        np.testing.assert_array_equal(got, ReferenceEvaluator(proto).run(None, feeds)[0])

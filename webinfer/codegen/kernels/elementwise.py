@@ -309,18 +309,32 @@ def lower_castlike(ctx) -> None:
 def elementwise(ctx, build, inputs, out, positions=None) -> None:
     """Emit the broadcasting kernel computing ``build(...)`` of ``inputs`` into ``out``."""
     positions = positions if positions is not None else list(range(len(inputs)))
-    in_types = [compute_type(t.dtype) for t in inputs]
     ot = compute_type(out.dtype)
     args = [""] * (max(positions) + 1)
-    for k, pos in enumerate(positions):
-        args[pos] = f"v{k}"
+    bound, uniforms = [], {}
+    for t, pos in zip(inputs, positions):
+        args[pos] = symbolic_scalar(t, f"c{pos}", uniforms)
+        if args[pos] is None:
+            args[pos] = f"v{len(bound)}"
+            bound.append(t)
     expr = build(_Attrs(ctx, out.dtype), args, [t.dtype for t in inputs], ot)
     # Mixed input types (Pow's exponent, Where's condition) are converted where the op needs it.
-    params, rank, scalar, contiguous = index_space(inputs, out)
+    params, rank, scalar, contiguous = index_space(bound, out)
     helpers = helper_sources(expr, HELPERS)
-    ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(inputs)}, {"out": out},
-                 work=out.numel, params=params, arity=len(inputs), rank=rank, contiguous=contiguous,
-                 scalar=scalar, expr=expr, helpers=helpers, in_types=in_types)
+    ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(bound)}, {"out": out},
+                 work=out.numel, params={**params, **uniforms}, arity=len(bound), rank=rank,
+                 contiguous=contiguous, scalar=scalar, expr=expr, helpers=helpers,
+                 in_types=[compute_type(t.dtype) for t in bound])
+
+
+def symbolic_scalar(t, name: str, params: dict) -> str | None:
+    """A one-element integer from shape arithmetic not known until run time (``seq - 1``): a uniform
+    ``name`` in ``params``, read as a value (no buffer to fill, no binding); None for anything else."""
+    if t is None or t.sym is None or len(t.sym) != 1 or compute_type(t.dtype) not in ("i32", "u32"):
+        return None
+    typ = compute_type(t.dtype)
+    params[name] = (typ, t.sym[0])
+    return f"params.{name}" if not isinstance(t.sym[0], int) else wgsl_literal(t.sym[0], typ)
 
 
 def index_space(inputs: list, out) -> tuple[dict, int, list[bool], bool]:

@@ -113,9 +113,9 @@ def run_program(ctx, inputs: list) -> None:
     """One broadcasting elementwise kernel computing the program over ``inputs`` into output 0."""
     present = [t for t in inputs if t is not None]
     shape = broadcast_shapes([t.shape for t in present])
-    bound, sources = [], []
-    for t in inputs:
-        lit = _literal(t) if t is not None else None
+    bound, sources, uniforms = [], [], {}
+    for i, t in enumerate(inputs):
+        lit = (_literal(t) or ew.symbolic_scalar(t, f"c{i}", uniforms)) if t is not None else None
         if t is None:
             sources.append(("", None))
         elif lit is not None:
@@ -127,8 +127,8 @@ def run_program(ctx, inputs: list) -> None:
     out = ctx.output(0, dt, shape)
     params, rank, scalar, contiguous = ew.index_space(bound, out)
     ctx.dispatch("elementwise.wgsl.j2", {f"x{k}": ctx.gpu(t) for k, t in enumerate(bound)}, {"out": out},
-                 work=out.numel, params=params, arity=len(bound), rank=rank, contiguous=contiguous,
-                 scalar=scalar, expr=result, lets=lets, helpers=_helpers("\n".join(lets)),
+                 work=out.numel, params={**params, **uniforms}, arity=len(bound), rank=rank,
+                 contiguous=contiguous, scalar=scalar, expr=result, lets=lets, helpers=_helpers("\n".join(lets)),
                  in_types=[compute_type(t.dtype) for t in bound])
 
 

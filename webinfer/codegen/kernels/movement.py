@@ -20,6 +20,7 @@ from ..registry import lowering
 from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides, normalize_axis
 
 BIG = 2**31 - 1  # ONNX models write INT64_MAX / INT32_MAX for "to the end"
+RANK_BUCKET = 4  # plain remaps of 2-4 axes all walk 4 (fewer distinct shaders, remap)
 
 
 @dataclass
@@ -43,6 +44,10 @@ def remap(ctx, x, out, axes: list[Axis], *, dst_base: Dim | None = None, pad: st
     if n == 0:
         return
     base, axes = _simplify(axes, dst_base is not None)
+    if 1 < len(axes) < RANK_BUCKET and dst_base is None and not any(a.mode for a in axes):
+        # one shader for the plain walks of rank 2..4 (a [S, H, D] and a [B, H, S, D] transpose share a
+        # pipeline); the leading size-1 axes cost a division each, their stride 1 keeps them uniforms
+        axes = [Axis(1, 1)] * (RANK_BUCKET - len(axes)) + axes
     params: dict = {"n": n}
     for d, a in enumerate(axes):
         params[f"d{d}"] = a.size

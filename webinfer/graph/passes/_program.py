@@ -24,7 +24,9 @@ _STEP_ATTR = re.compile(r"s(\d+)_(.+)")
 
 
 def fusable(node: ir.Node | None) -> bool:
-    """An elementwise node of our table with one float output (int/bool math stays on the host path)."""
+    """An elementwise node of our table with one float output, or an int/bool one that is data for sure:
+    int/bool math on a small static shape is usually shape arithmetic, which the lowering computes on the
+    host (codegen/kernels/elementwise.host_elementwise), so it stays a node of its own."""
     if node is None or len(node.outputs) != 1:
         return False
     if not ((node.domain in ("", "ai.onnx") and node.op_type in OPS)
@@ -32,7 +34,22 @@ def fusable(node: ir.Node | None) -> bool:
         return False
     if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
         return False
-    return node.outputs[0].dtype in FLOAT_TYPES
+    out = node.outputs[0]
+    return out.dtype in FLOAT_TYPES or (out.dtype in DATA_TYPES and not _maybe_host(out.shape))
+
+
+DATA_TYPES = {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.BOOL}
+
+
+def _maybe_host(shape: ir.Shape | None) -> bool:
+    """Whether a value of this shape may be host shape arithmetic: unknown, or static and at most
+    ``HOST_MAX_ELEMENTS`` elements (a symbolic dim or a bigger tensor always runs on the GPU)."""
+    if shape is None or not all(isinstance(d, int) for d in shape.dims):
+        return shape is None
+    return int(np.prod(shape.dims, dtype=np.int64)) <= HOST_MAX_ELEMENTS
+
+
+HOST_MAX_ELEMENTS = 64  # codegen/lower.py's limit (graph passes do not import codegen)
 
 
 def is_literal(value: ir.Value) -> bool:

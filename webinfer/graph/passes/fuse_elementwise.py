@@ -2,9 +2,10 @@
 
 Starting from each elementwise node, the group absorbs a producer when every use of the producer's output
 is inside the group (so no intermediate has to be written out), up to ``MAX_BOUND`` distinct inputs that
-need a binding (WebGPU's default is 8 storage buffers per stage; the output takes one). Only float results
-are fused: integer and bool elementwise math is usually shape arithmetic, which the lowering computes on
-the host. The fused node sits where the group's last node was; its inputs were all produced earlier.
+need a binding (WebGPU's default is 8 storage buffers per stage; the output takes one). Float results
+fuse, and integer/bool ones that cannot be shape arithmetic (a symbolic dim or more than 64 elements, e.g.
+an attention mask built from Range(0, seq)); small static integer math stays for the lowering to compute
+on the host. The fused node sits where the group's last node was; its inputs were all produced earlier.
 """
 
 from __future__ import annotations

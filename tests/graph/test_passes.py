@@ -113,6 +113,18 @@ def test_identity_from_input_to_output_kept():
     assert ops(m) == ["Identity"] and n == 0
 
 
+def test_expand_to_its_input_shape_removed_and_a_real_broadcast_kept():
+    p = model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Shape", ["r"], ["s"]),
+               h.make_node("Expand", ["r", "s"], ["e"]), h.make_node("Neg", ["e"], ["y"]),
+               h.make_node("Expand", ["r", "big"], ["z"])],
+              [("x", F, ["n", 3])], [("y", F, ["n", 3]), ("z", F, [2, "n", 3])],
+              inits=[("big", np.array([2, 1, 3], np.int64))])
+    del p.graph.value_info[:]  # as webinfer's shape inference writes them (ONNX's leaves e's dims unknown)
+    p.graph.value_info.extend([h.make_tensor_value_info(v, F, ["n", 3]) for v in ("r", "e")])
+    m, n = apply(p, "identity", feeds={"x": RNG.standard_normal((4, 3)).astype(np.float32)})
+    assert ops(m).count("Expand") == 1 and n == 1
+
+
 # -- pair cancellation --------------------------------------------------------------------------
 
 def _cast_pair(src, mid, dst):

@@ -37,13 +37,17 @@ def _heads(ctx, t, attr: str):
     return b, h, s, d, (s * hidden, d, hidden)
 
 
-def _pack(ctx, i_new: int, i_past: int, out_index: int, layout) -> object:
-    """present = concat(past, new) along the sequence axis, in [batch, heads, total, head] layout."""
+def _pack(ctx, i_new: int, i_past: int, out_index: int, layout) -> tuple[object, tuple]:
+    """present = concat(past, new) along the sequence axis, in [batch, heads, total, head] layout; with
+    neither a past nor a present output the input itself, read through its strides (no copy).
+    Returns (tensor, its (batch, head, position) strides)."""
     b, h, s, d, strides = layout
     past = ctx.inputs[i_past] if ctx.has_input(i_past) else None
+    named = out_index < len(ctx.node.outputs) and ctx.node.outputs[out_index].name
+    if past is None and not named:
+        return ctx.gpu(ctx.inputs[i_new]), strides
     p = past.shape[2] if past is not None else 0
     shape = (b, h, p + s, d)
-    named = out_index < len(ctx.node.outputs) and ctx.node.outputs[out_index].name
     out = ctx.output(out_index, ctx.inputs[i_new].dtype, shape) if named else ctx.temp(ctx.inputs[i_new].dtype, shape)
     reads = {"x": ctx.gpu(ctx.inputs[i_new])}
     if past is not None:
@@ -52,7 +56,7 @@ def _pack(ctx, i_new: int, i_past: int, out_index: int, layout) -> object:
               "ss": strides[2]}
     ctx.dispatch("attention.wgsl.j2", reads, {"out": out}, work=out.numel, params=params, kind="pack",
                  has_past=past is not None)
-    return out
+    return out, (h * (p + s) * d, (p + s) * d, d)
 
 
 @lowering("Attention")
@@ -63,8 +67,9 @@ def lower_attention(ctx) -> None:
     dv = vl[3]
     if not all(isinstance(x, int) for x in (hq, kl[1], dq, dv)) or dv > MAX_HEAD:
         raise ctx.unsupported("head counts and sizes must be fixed (head size <= 1024)")
-    pk, pv = _pack(ctx, 1, 4, 1, kl), _pack(ctx, 2, 5, 2, vl)
-    total, past = pk.shape[2], pk.shape[2] - kl[2]
+    (pk, kstr), (pv, vstr) = _pack(ctx, 1, 4, 1, kl), _pack(ctx, 2, 5, 2, vl)
+    past = ctx.inputs[4].shape[2] if ctx.has_input(4) else 0
+    total = D.add(past, kl[2])
     out_shape = (bq, hq, sq, dv) if q.rank == 4 else (bq, sq, hq * dv)
     out = ctx.output(0, q.dtype, out_shape)
     ostr = (hq * sq * dv, sq * dv, dv) if q.rank == 4 else (sq * hq * dv, dv, hq * dv)
@@ -72,7 +77,8 @@ def lower_attention(ctx) -> None:
     writes = {"out": out}
     params = {"n": bq * hq * sq, "hq": hq, "sq": sq, "t": total, "past": past, "group": hq // kl[1],
               "hkv": kl[1], "qb": qstr[0], "qh": qstr[1], "qs": qstr[2], "ob": ostr[0], "oh": ostr[1],
-              "os": ostr[2]}
+              "os": ostr[2], "kb": kstr[0], "kh": kstr[1], "ks": kstr[2], "vb": vstr[0], "vh": vstr[1],
+              "vs": vstr[2]}
     mask = ctx.inputs[3] if ctx.has_input(3) else None
     if mask is not None:
         reads["mask"] = ctx.gpu(mask)

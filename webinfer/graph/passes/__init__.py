@@ -17,6 +17,7 @@ from . import (
     fold_constants,
     fold_shapes,
     fuse_activations,
+    fuse_attention,
     fuse_elementwise,
     fuse_epilogue,
     fuse_norms,
@@ -41,6 +42,7 @@ CLEANUP = {
 # primitives are elementwise too), then elementwise chains, so that an epilogue arrives as one program
 # that the matmul/conv pass can take whole.
 FUSIONS: dict = {
+    "fuse_attention": fuse_attention.run,  # before its scale/mask steps join elementwise programs
     "fuse_norms": fuse_norms.run,
     "fuse_activations": fuse_activations.run,
     "fuse_elementwise": fuse_elementwise.run,

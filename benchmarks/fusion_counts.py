@@ -41,11 +41,12 @@ def _gelu(x: str, y: str, spelling: str) -> list:
 
 
 def encoder_block(seq: int = 16, hidden: int = 64, heads: int = 4, mask: bool = True, gelu: str = "erf",
-                  scale_on: str = "scores", seed: int = 0) -> tuple[onnx.ModelProto, dict]:
+                  scale_on: str = "scores", cross: bool = False, seed: int = 0) -> tuple[onnx.ModelProto, dict]:
     """One post-attention-norm-free pre-norm encoder block in primitive ops, and feeds for it.
 
     ``scale_on``: "scores" (Div by sqrt(head) after q·kᵀ, BERT) or "qk" (Mul by head^-1/4 on q and on kᵀ,
     torch's sdpa decomposition); kᵀ is then spelled as two Transposes (heads, then the last two axes).
+    ``cross``: keys and values are projected from a second input ``memory`` (a decoder's cross-attention).
     """
     rng = np.random.default_rng(seed)
     d = hidden // heads
@@ -64,7 +65,8 @@ def encoder_block(seq: int = 16, hidden: int = 64, heads: int = 4, mask: bool = 
               "merge": np.array([1, seq, hidden], np.int64)})
     nodes = _layer_norm("x", "l1")
     for n in "qkv":
-        nodes += [h.make_node("MatMul", ["l1out", f"w{n}"], [f"{n}m"]), h.make_node("Add", [f"{n}m", f"b{n}"], [f"{n}p"]),
+        src = "memory" if cross and n != "q" else "l1out"
+        nodes += [h.make_node("MatMul", [src, f"w{n}"], [f"{n}m"]), h.make_node("Add", [f"{n}m", f"b{n}"], [f"{n}p"]),
                   h.make_node("Reshape", [f"{n}p", "split"], [f"{n}r"])]
     nodes += [h.make_node("Transpose", ["qr"], ["q"], perm=[0, 2, 1, 3]),
               h.make_node("Transpose", ["vr"], ["v"], perm=[0, 2, 1, 3])]
@@ -89,6 +91,9 @@ def encoder_block(seq: int = 16, hidden: int = 64, heads: int = 4, mask: bool = 
               h.make_node("Add", ["r1", "f2b"], ["y"])]
     feeds = {"x": rng.standard_normal((1, seq, hidden)).astype(np.float32)}
     inputs = [h.make_tensor_value_info("x", F, [1, seq, hidden])]
+    if cross:
+        feeds["memory"] = rng.standard_normal((1, seq, hidden)).astype(np.float32)
+        inputs.append(h.make_tensor_value_info("memory", F, [1, seq, hidden]))
     if mask:
         keep = np.ones((1, 1, 1, seq), np.float32)
         keep[..., seq - 3:] = 0  # the last three positions are padding

@@ -59,15 +59,37 @@ def _pack(ctx, i_new: int, i_past: int, out_index: int, layout) -> tuple[object,
     return out, (h * (p + s) * d, (p + s) * d, d)
 
 
+def _packed(ctx) -> tuple[list, tuple]:
+    """webinfer.Attention with ``qkv_packed``: input 0 is concat(q, k, v) along its last axis, [b, s,
+    (q heads + 2 kv heads) * head] (fuse_attention's merged projection); the layouts of q, k, v in it and
+    their column offsets. No past, no present outputs."""
+    qkv = ctx.inputs[0]
+    hq, hkv = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    named = any(o.name for o in ctx.node.outputs[1:])
+    if qkv.rank != 3 or hq is None or hkv is None or ctx.has_input(4) or ctx.has_input(5) or named:
+        raise ctx.unsupported("packed q/k/v must be 3-D with both head counts, without past or present")
+    b, s, width = qkv.shape
+    d = width // (hq + 2 * hkv)
+    strides = (s * width, d, width)
+    return [(b, h, s, d, strides) for h in (hq, hkv, hkv)], (0, hq * d, (hq + hkv) * d)
+
+
 @lowering("Attention")
 def lower_attention(ctx) -> None:
-    q, k, v = ctx.inputs[:3]
-    bq, hq, sq, dq, qstr = _heads(ctx, q, "q_num_heads")
-    kl, vl = _heads(ctx, k, "kv_num_heads"), _heads(ctx, v, "kv_num_heads")
+    q, k, v = (list(ctx.inputs) + [None, None])[:3]  # packed q/k/v: one input
+    if ctx.attr("qkv_packed", 0):
+        (ql, kl, vl), offsets = _packed(ctx)
+        k = v = q
+        (pk, kstr), (pv, vstr) = (ctx.gpu(q), kl[4]), (ctx.gpu(q), vl[4])
+    else:
+        ql, kl, vl = _heads(ctx, q, "q_num_heads"), _heads(ctx, k, "kv_num_heads"), _heads(ctx, v, "kv_num_heads")
+        offsets = (0, 0, 0)
+    bq, hq, sq, dq, qstr = ql
     dv = vl[3]
     if not all(isinstance(x, int) for x in (hq, kl[1], dq, dv)) or dv > MAX_HEAD:
         raise ctx.unsupported("head counts and sizes must be fixed (head size <= 1024)")
-    (pk, kstr), (pv, vstr) = _pack(ctx, 1, 4, 1, kl), _pack(ctx, 2, 5, 2, vl)
+    if not ctx.attr("qkv_packed", 0):
+        (pk, kstr), (pv, vstr) = _pack(ctx, 1, 4, 1, kl), _pack(ctx, 2, 5, 2, vl)
     past = ctx.inputs[4].shape[2] if ctx.has_input(4) else 0
     total = D.add(past, kl[2])
     out_shape = (bq, hq, sq, dv) if q.rank == 4 else (bq, sq, hq * dv)
@@ -78,7 +100,7 @@ def lower_attention(ctx) -> None:
     params = {"n": bq * hq * sq, "hq": hq, "sq": sq, "t": total, "past": past, "group": hq // kl[1],
               "hkv": kl[1], "qb": qstr[0], "qh": qstr[1], "qs": qstr[2], "ob": ostr[0], "oh": ostr[1],
               "os": ostr[2], "kb": kstr[0], "kh": kstr[1], "ks": kstr[2], "vb": vstr[0], "vh": vstr[1],
-              "vs": vstr[2]}
+              "vs": vstr[2], "q0": offsets[0], "k0": offsets[1], "v0": offsets[2]}
     mask = ctx.inputs[3] if ctx.has_input(3) else None
     if mask is not None:
         reads["mask"] = ctx.gpu(mask)

@@ -16,12 +16,13 @@ codegen/kernels/attention.py for every kernel class.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
 from ..llm.attention_match import _scores, unscale
 from ._program import FLOAT_TYPES, use_webinfer_domain
-from ._util import const, ints_attr, remove_if_dead, replace_value, sole_consumer
+from ._util import const, ints_attr, new_initializer, remove_if_dead, replace_value, sole_consumer
 
 
 def _op(value: ir.Value | None, op: str) -> ir.Node | None:
@@ -173,8 +174,12 @@ def rewrite(graph: ir.Graph, m: dict) -> None:
         attrs.append(ir.AttrInt64("q_num_heads", q_heads))
     if kv_heads is not None or v_heads is not None:
         attrs.append(ir.AttrInt64("kv_num_heads", kv_heads if kv_heads is not None else v_heads))
-    inputs = [q, k, v] + ([m["mask"]] if m["mask"] is not None else [])
     anchor = merge if merge is not None else out_mm
+    qkv = _merged_projection(graph, anchor, q, k, v, q_heads, kv_heads) if v_heads is not None else None
+    if qkv is not None:
+        q, k, v = qkv, None, None
+        attrs.append(ir.AttrInt64("qkv_packed", 1))
+    inputs = [q, k, v] + ([m["mask"]] if m["mask"] is not None else [])
     node = ir.Node(WEBINFER_DOMAIN, "Attention", inputs, attributes=attrs, name=out_mm.name or m["softmax"].name,
                    num_outputs=1)
     graph.insert_before(anchor, node)
@@ -190,6 +195,54 @@ def rewrite(graph: ir.Graph, m: dict) -> None:
         y.shape = out_mm.outputs[0].shape
         replace_value(graph, out_mm.outputs[0], y)
     _sweep(graph, [merge, out_mm])
+
+
+def _projection(x: ir.Value) -> tuple[ir.Value, np.ndarray, np.ndarray | None] | None:
+    """x = MatMul(a, W) [+ bias], W a constant float matrix, bias a constant vector of its columns, every
+    intermediate used once: (a, W, bias)."""
+    if sole_consumer(x) is None:
+        return None
+    add, mm, bias = _op(x, "Add"), _op(x, "MatMul"), None
+    if add is not None:
+        for i in (0, 1):
+            mm, bias = _op(add.inputs[i], "MatMul"), const(add.inputs[1 - i])
+            if mm is not None and bias is not None and sole_consumer(mm.outputs[0]) is add:
+                break
+        else:
+            return None
+    w = const(mm.inputs[1]) if mm is not None else None
+    if w is None or w.ndim != 2 or w.dtype.kind != "f" or (bias is not None and (bias.shape != (w.shape[1],)
+                                                                                 or bias.dtype != w.dtype)):
+        return None
+    return mm.inputs[0], w, bias
+
+
+def _merged_projection(graph: ir.Graph, before: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, q_heads: int,
+                       kv_heads: int) -> ir.Value | None:
+    """q, k and v projected from one input with constant weights -> one MatMul (+ bias) writing concat(q, k, v)
+    along the last axis, or None when they are not (the three projections stay)."""
+    found = [_projection(x) for x in (q, k, v)]
+    if any(f is None for f in found) or len({id(f[0]) for f in found}) != 1 or q_heads is None or kv_heads is None:
+        return None
+    ws = [f[1] for f in found]
+    head = ws[0].shape[1] // q_heads
+    if len({w.dtype for w in ws}) != 1 or len({w.shape[0] for w in ws}) != 1 or ws[0].shape[1] != q_heads * head \
+            or any(w.shape[1] != kv_heads * head for w in ws[1:]):
+        return None
+    a = found[0][0]
+    w = new_initializer(graph, np.concatenate(ws, axis=1), "qkv_weight")
+    mm = ir.Node("", "MatMul", [a, w], num_outputs=1, name=f"{before.name or 'attention'}_qkv")
+    graph.insert_before(before, mm)
+    out = mm.outputs[0]
+    if any(f[2] is not None for f in found):
+        bias = np.concatenate([f[2] if f[2] is not None else np.zeros(x.shape[1], x.dtype) for f, x in zip(found, ws)])
+        add = ir.Node("", "Add", [out, new_initializer(graph, bias, "qkv_bias")], num_outputs=1)
+        graph.insert_before(before, add)
+        out = add.outputs[0]
+    dims = _dims(q)
+    mm.outputs[0].dtype = out.dtype = q.dtype
+    mm.outputs[0].shape = out.shape = ir.Shape([dims[0], dims[1], sum(x.shape[1] for x in ws)])
+    return out
 
 
 def _sweep(graph: ir.Graph, roots: list) -> None:

@@ -20,6 +20,7 @@ from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS
 from .helpers import broadcast_strides, compute_type
 
 WG = 64
+SERIAL_WG = 16  # software class: more, smaller workgroups spread over the CPU's threads
 MAX_HEAD = 1024
 FLASH_MAX_HEAD = 256  # q and the output accumulator live in registers: 2 x 64 vec4 at most
 
@@ -127,6 +128,12 @@ def lower_attention(ctx) -> None:
         ctx.dispatch("attention.wgsl.j2", reads, writes, grid=(D.ceildiv(sq, FLASH_BQ), D.mul(bq, hq), 1),
                      params=params, wg=FLASH_BQ, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["k", "v"], f16=f16,
                      **flags)
+        return
+    if ctx.kclass.attention == "serial" and "qk" not in writes and dq % 4 == 0 and dv % 4 == 0 \
+            and max(dq, dv) <= FLASH_MAX_HEAD and q.dtype == "float32":
+        # software class: registers only, one pass (d % 4 == 0 makes every K/V stride and offset a whole vec4)
+        ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=SERIAL_WG,
+                     kind="serial", vec4_vars=["k", "v"], **flags)
         return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
                  qk="qk" in writes, mode=mode, **flags)

@@ -2,9 +2,7 @@
 
 import numpy as np
 import pytest
-from oprefs import check_node
-
-ATTN_TARGETS = ("software", "gpu", "gpu-f16")  # the flash kernel uses no subgroups
+from oprefs import TARGETS, check_node
 
 rng = np.random.default_rng(0)
 
@@ -13,7 +11,7 @@ def f(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"scale": 0.1}, {"softcap": 2.0}])
 @pytest.mark.parametrize("heads", [(3, 3), (6, 2)])
 def test_attention_4d(attrs, heads, target):
@@ -23,7 +21,7 @@ def test_attention_4d(attrs, heads, target):
     assert gpu
 
 
-@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("mask", [f(4, 5), f(2, 1, 4, 5), rng.random((2, 3, 4, 5)) > 0.3, f(4, 3)])
 def test_attention_masks(mask, target):
     feeds = {"q": f(2, 3, 4, 8), "k": f(2, 3, 5, 8), "v": f(2, 3, 5, 8), "m": mask}
@@ -32,7 +30,7 @@ def test_attention_masks(mask, target):
         check_node("Attention", feeds, opset=23, is_causal=1, rtol=1e-3, target=target)
 
 
-@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dv", [8, 5])
 def test_attention_3d_gqa_with_past_and_present(target, dv):
     feeds = {"q": f(2, 4, 6 * 8), "k": f(2, 4, 2 * 8), "v": f(2, 4, 2 * dv), "m": f(4, 7), "pk": f(2, 2, 3, 8),
@@ -40,7 +38,7 @@ def test_attention_3d_gqa_with_past_and_present(target, dv):
     check_node("Attention", feeds, n_outputs=3, opset=23, q_num_heads=6, kv_num_heads=2, target=target)
 
 
-@pytest.mark.parametrize("target", ATTN_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("d", [16, 64, 128])
 def test_attention_long_sequences(target, d):
     """More query rows than a workgroup holds (70 > 64) and keys over many tiles (130), causal with a past

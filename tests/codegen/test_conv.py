@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from onnx import helper
-from oprefs import ATOL, RTOL, check_node, make_model, tolerance
+from oprefs import ATOL, RTOL, TARGETS, check_node, make_model, tolerance
 
 from webinfer.backend import WebinferRep
 
@@ -14,7 +14,6 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-CONV_TARGETS = ("software", "gpu", "gpu-f16")
 CONV2D = [
     # x shape, w shape, attributes
     ((1, 3, 7, 9), (4, 3, 3, 3), {}),
@@ -32,7 +31,7 @@ CONV2D = [
 ]
 
 
-@pytest.mark.parametrize("target", CONV_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs,ws,attrs", CONV2D)
 def test_conv2d(xs, ws, attrs, bias, target):
@@ -53,7 +52,7 @@ GEMM_CONVS = [
 ]
 
 
-@pytest.mark.parametrize("target", CONV_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("xs,ws,attrs", GEMM_CONVS)
 def test_conv_implicit_gemm(xs, ws, attrs, target):
     inits = {"w": f32(ws), "b": f32((ws[0],))}  # onnxruntime: onnx.reference's strided SAME_UPPER is off

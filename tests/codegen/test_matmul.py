@@ -11,7 +11,8 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-MATMUL_TARGETS = ("software", "gpu", "gpu-f16")  # the matmul kernels use no subgroups
+MATMUL_TARGETS = ("software", "gpu", "gpu-f16")  # the matmul kernels use no subgroups: test_matmul_classes
+# and the integer tests below run them under every class
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
     ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),
@@ -69,6 +70,7 @@ def test_matmul_classes(target, sa, sb):
     check_node("MatMul", {"a": f32(sa), "b": f32(sb)}, target=target)
     check_node("Gemm", {"a": f32((sa[-1], 9))}, initializers={"w": f32((10, sa[-1]))}, transA=1, transB=1,
                target=target)
+    check_node("MatMulInteger", {"a": q(sa, np.int8), "b": q(sb, np.int8)}, target=target)  # the scalar tiling
 
 
 def test_matmul_symbolic_dims(tmp_path):
@@ -107,13 +109,13 @@ def test_matmul_integer(dt, sa, sb, target):
     check_node("MatMulInteger", {"a": q(sa, dt), "b": q(sb, dt), "az": q((), dt), "bz": q((), dt)}, target=target)
 
 
-@pytest.mark.parametrize("target", MATMUL_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 def test_matmul_integer_per_line_zero_points(target):
     a, b = q((2, 4, 6), np.uint8), q((6, 5), np.int8)
     check_node("MatMulInteger", {"a": a, "b": b, "az": q((4, 1), np.uint8), "bz": q((5,), np.int8)}, target=target)
 
 
-@pytest.mark.parametrize("target", MATMUL_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_line", [False, True])
 def test_qlinear_matmul(dt, per_line, target):

@@ -9,23 +9,32 @@ from webinfer.runtime.inference import InferenceSession
 from webinfer.runtime.tensor import HostTensor
 
 
+def _feeds(inputs: dict) -> dict:
+    return {n: HostTensor(v["dtype"], v["shape"], base64.b64decode(v["b64"])) for n, v in inputs.items()}
+
+
+def _encoded(results) -> list:
+    return [{"dtype": t.dtype, "shape": list(t.shape), "b64": base64.b64encode(t.data).decode()} for t in results]
+
+
 async def run_case(base: str, case: dict) -> dict:
+    """One session; its run, or (``runs``: [{inputs, dims, outputs}]) several in order (a KV cache's steps)."""
     t0 = time.perf_counter()
     path = await fetch_artifact(base + case["artifact"], "/tmp/cases/" + case["name"])
-    feeds = {n: HostTensor(v["dtype"], v["shape"], base64.b64decode(v["b64"])) for n, v in case["inputs"].items()}
     # A device per case: a validation error or a lost device stays with the case that caused it.
     device = await BrowserDevice.create()
     try:
         session = InferenceSession(path, device=device)
         names = [o.name for o in session.get_outputs()]
-        results = await session.run_async(names, feeds)
+        runs = case.get("runs") or [{"inputs": case["inputs"]}]
+        results = []
+        for run in runs:
+            results += await session.run_async(run.get("outputs") or names, _feeds(run["inputs"]), run.get("dims"))
         if device.errors:  # errors raised after the last read
             raise RuntimeError("WebGPU validation failed:" + device._error_text())
     finally:
         device.device.destroy()
-    outputs = [{"dtype": t.dtype, "shape": list(t.shape), "b64": base64.b64encode(t.data).decode()}
-               for t in results]
-    return {"outputs": outputs, "ms": round((time.perf_counter() - t0) * 1000)}
+    return {"outputs": _encoded(results), "ms": round((time.perf_counter() - t0) * 1000)}
 
 
 async def run_cases(base: str, cases_json: str) -> str:

@@ -32,6 +32,9 @@ _LIMITS = {
 _REQUEST_ADAPTER_LIMITS = ("maxStorageBufferBindingSize", "maxBufferSize")
 # Requested when the adapter has them, so kernel classes that need them can be chosen (runtime/select.py).
 REQUEST_FEATURES = ("shader-f16", "subgroups")
+# WGSL language features kernel classes may need (navigator.gpu.wgslLanguageFeatures), counted as features by
+# selection as the page's chooseProgram counts them (webinfer/site/worker.mjs).
+WGSL_LANGUAGE_FEATURES = ("packed_4x8_integer_dot_product",)
 
 
 def _js():
@@ -96,7 +99,10 @@ class BrowserDevice(Device):
         info = self._info
         text = " ".join(str(getattr(info, k, "") or "") for k in ("vendor", "architecture", "device", "description"))
         fallback = bool(getattr(info, "isFallbackAdapter", False) or getattr(self.adapter, "isFallbackAdapter", False))
-        features = frozenset(str(f) for f in self.device.features)
+        js, _, _ = _js()
+        language = getattr(js.navigator.gpu, "wgslLanguageFeatures", None)
+        spoken = [f for f in WGSL_LANGUAGE_FEATURES if not _is_null(language) and language.has(f)]
+        features = frozenset([str(f) for f in self.device.features] + spoken)
         return AdapterFacts(adapter_type(None, fallback, text), self.adapter_name, features, self.limits)
 
     def _record_error(self, event) -> None:

@@ -32,12 +32,13 @@ class InferenceSession:
     def get_outputs(self):
         return self._core.get_outputs()
 
-    async def run_async(self, output_names, feeds: dict) -> list:
-        return [_to_array(t) for t in await self._core.run_async(output_names, feeds)]
+    async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list:
+        """``dims``: values of dims no input carries (a KV-cache artifact's past length)."""
+        return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
 
-    def run(self, output_names, feeds: dict) -> list:
+    def run(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """Synchronous run (native devices only): returns numpy arrays when numpy is importable."""
-        return run_sync(self.run_async(output_names, feeds))
+        return run_sync(self.run_async(output_names, feeds, dims))
 
 
 def _to_array(t: HostTensor):

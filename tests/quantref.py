@@ -1,0 +1,43 @@
+"""Independent references for the packed weight formats (graph/quantize.py): the layouts unpacked bit by bit
+as documented, and the dp4a GEMV's arithmetic (int8 activations) modelled in numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unpack_reference(words: np.ndarray, params: np.ndarray, fmt: str, k: int) -> np.ndarray:
+    """[N, K] float64 weights from the packed words, following the documented layout literally."""
+    n, nw = words.shape
+    out = np.zeros((n, nw * (4 if fmt == "int8" else 8)))
+    for w in range(nw):
+        word = words[:, w].astype(np.uint64)
+        if fmt == "int8":
+            for j in range(4):
+                byte = ((word >> np.uint64(8 * j)) & np.uint64(255)).astype(np.int64)
+                q = np.where(byte > 127, byte - 256, byte)
+                kk = 4 * w + j
+                out[:, kk] = q / 127.0 * params[:, kk // 32]
+        else:
+            for j in range(8):
+                q = ((word >> np.uint64(8 * (j % 4) + 4 * (j // 4))) & np.uint64(15)).astype(np.float64)
+                kk = 8 * w + j
+                out[:, kk] = q / 255.0 * params[:, kk // 32, 0] + params[:, kk // 32, 1]
+    return out[:, :k]
+
+
+def dp4a_reference(x: np.ndarray, ref_w: np.ndarray, params: np.ndarray, fmt: str) -> np.ndarray:
+    """What the dp4a GEMV computes, in numpy: x rounded (half to even) to int8 per block of 32 at scale
+    max|x| / 127; int4's per-block minimum multiplies the exact block sum of x (its own term)."""
+    k = x.size
+    kp = -(-k // 32) * 32
+    xb = np.zeros(kp, np.float32)
+    xb[:k] = x
+    xb = xb.reshape(-1, 32)
+    amax = np.abs(xb).max(axis=1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127.0) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    xq = (np.round(xb * inv) * (amax / np.float32(127.0))).reshape(-1)[:k].astype(np.float64)
+    if fmt == "int8":
+        return xq @ ref_w
+    mins = np.repeat(params[:, :, 1], 32, axis=1)[:, :k].T.astype(np.float64)  # [K, N] block minimum
+    return xq @ (ref_w - mins) + x.astype(np.float64) @ mins

@@ -71,3 +71,20 @@ def check_node(op: str, feeds: dict, n_outputs: int = 1, initializers: dict | No
     outs = [f"y{i}" for i in range(n_outputs)]
     model = make_model([helper.make_node(op, names, outs, **attrs)], feeds, outs, initializers, opset)
     return check_model(model, feeds, rtol, atol, target=target)
+
+
+def check_shapes(model, make_feeds, sizes, rtol: float = RTOL, atol: float = ATOL) -> WebinferRep:
+    """Build ``model`` (with symbolic input dims) once and run it at each of ``sizes``:
+    ``make_feeds(size)`` gives the feeds; every run is compared with ReferenceEvaluator."""
+    rep = WebinferRep(model)
+    ref = ReferenceEvaluator(model)
+    for size in sizes:
+        feeds = make_feeds(size)
+        want = ref.run(None, feeds)
+        got = rep.run(feeds)
+        for r, g in zip(want, got):
+            r = np.asarray(r)
+            assert g.shape == r.shape, f"at {size}: shape {g.shape} != reference {r.shape}"
+            np.testing.assert_allclose(g, r, rtol=rtol, atol=atol, err_msg=f"at {size}")
+    assert len(rep._sessions) == 1, "built more than once"
+    return rep

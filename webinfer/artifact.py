@@ -212,7 +212,7 @@ def program_view(manifest: dict, index: int) -> dict:
         raise WebinferError(f"the artifact has no program {index} ({len(programs)} programs)")
     p = programs[index]
     return dict(manifest, steps=p["steps"], outputs=p["outputs"], placement=p.get("placement", []),
-                control=p.get("control", []), program=p, program_index=index)
+                control=p.get("control", []), guards=p.get("guards", []), program=p, program_index=index)
 
 
 def check_manifest(manifest: dict, where: str) -> None:

@@ -15,16 +15,25 @@ from . import cli_args as A
 from .errors import WebinferError
 
 
-def _parse_dims(items) -> dict:
-    """``--dim name=value`` flags -> {name: value}; the names are checked against the model by its loader."""
+def _parse_dims(items, ranges: bool = False) -> dict:
+    """``--dim name=value`` flags -> {name: value}; with ``ranges``, ``--dim name=lo..hi`` bounds a dim
+    (-> (lo, hi)). The names are checked against the model by its loader."""
     dims = {}
     for item in items or []:
         name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip().isdigit():
-            raise WebinferError(f"--dim expects name=integer, got {item!r}")
+        lo, dots, hi = value.strip().partition("..")
+        if ranges and sep and name.strip() and dots and lo.isdigit() and hi.isdigit():
+            if not 1 <= int(lo) <= int(hi):
+                raise WebinferError(f"--dim {item!r}: the range must satisfy 1 <= lo <= hi")
+            parsed = (int(lo), int(hi))
+        elif not sep or not name.strip() or not value.strip().isdigit():
+            form = "name=integer or name=lo..hi" if ranges else "name=integer"
+            raise WebinferError(f"--dim expects {form}, got {item!r}")
+        else:
+            parsed = int(value)
         if name in dims:
             raise WebinferError(f"--dim {name} is given twice")
-        dims[name] = int(value)
+        dims[name] = parsed
     return dims
 
 
@@ -57,7 +66,7 @@ def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") 
 
 def cmd_build(args) -> int:
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
-    dims = _parse_dims(args.dim)
+    dims = _parse_dims(args.dim, ranges=True)
     _check_build_args(args, out)
     from .build import build  # (numpy, onnx: after the flags are known to be good)
 
@@ -80,7 +89,7 @@ def cmd_build(args) -> int:
 
         from .report import build_report, report_table
 
-        report = build_report(manifest, dims)
+        report = build_report(manifest, {k: v if isinstance(v, int) else v[1] for k, v in dims.items()})
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1)
         print(report_table(report))
@@ -233,7 +242,9 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="compile model.onnx into an artifact directory")
     b.add_argument("model")
     b.add_argument("-o", "--output", help="artifact directory (default: <model>.wi)")
-    b.add_argument("--dim", action="append", metavar="NAME=VALUE", help="fix a symbolic dim at build time")
+    b.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="fix a symbolic dim at build time (NAME=VALUE), or bound it (NAME=LO..HI: one artifact, "
+                        "buffers planned for HI, inputs outside the range refused)")
     b.add_argument("--target", choices=target_names(), default="portable",
                    help="kernel classes to carry: portable (default: gpu + software, the runtime picks per "
                         "adapter), software (CPU-emulated GPUs such as lavapipe, SwiftShader), gpu "

@@ -202,12 +202,20 @@ def to_text(d: Dim) -> str:
         return str(d)
     parts = []
     for m, c in d.terms:
-        atoms = [a if isinstance(a, str) else f"({to_text(a[1])} {a[0]} {to_text(a[2])})" for a in m]
+        atoms = [a if isinstance(a, str) else _atom_text(a) for a in m]
         if not atoms:
             parts.append(str(c))
         else:
             parts.append("*".join(([str(c)] if c != 1 else []) + atoms))
-    return " + ".join(parts)
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+def _atom_text(atom: tuple) -> str:
+    op, a, b = atom
+    if op in ("max", "min"):
+        return f"{op}({to_text(a)}, {to_text(b)})"
+    paren = [f"({to_text(x)})" if isinstance(x, Sym) and len(x.terms) > 1 else to_text(x) for x in (a, b)]
+    return f"({paren[0]} {op} {paren[1]})"
 
 
 def from_json(j) -> Dim:

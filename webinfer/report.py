@@ -1,6 +1,7 @@
 """The build report: ONNX nodes in, dispatches per run, planned vs naive activation memory, weights, passes.
 
-Symbolic dims are evaluated at the values given with ``--dim name=value`` (1 when not given, and said so).
+Symbolic dims are evaluated at the values given with ``--dim name=value`` (a bounded dim at its bound, others
+at 1 when not given, and said so).
 The planned figure comes from the same planner the runtime uses (``runtime/memory.py``).
 """
 
@@ -26,8 +27,9 @@ def build_report(manifest: dict, dim_values: dict | None = None, program: int = 
     if "steps" not in manifest:
         manifest = program_view(manifest, program)
     env = {name: int((dim_values or {}).get(name, 1)) for name in manifest.get("dims", [])}
-    for name, bound in manifest.get("bounds", {}).items():  # e.g. loop counts: sized at their bound, as at run time
-        env.setdefault(name, int(bound))
+    for name, bound in manifest.get("bounds", {}).items():  # loop counts, --dim lo..hi: sized at their bound
+        if name not in (dim_values or {}):
+            env[name] = int(bound)
     tensors = manifest["tensors"]
     base = []
     for tid in range(len(tensors)):

@@ -81,6 +81,18 @@ class LowerContext:
             return [int(v) for v in t.value.reshape(-1)]
         return None
 
+    def assume(self, expr: Dim, why: str) -> None:
+        """The build relies on ``expr >= 0`` for the input shapes (e.g. a slice start inside a symbolic axis):
+        recorded as a guard the runtime checks per run, so shapes that break it get a clear error rather than
+        a wrong answer. A static ``expr`` is checked now."""
+        if isinstance(expr, int):
+            if expr < 0:
+                raise self.unsupported(why)
+            return
+        guard = (expr, f"{self.op} (node {self.describe()}): {why}")
+        if guard not in self._l.program.guards:
+            self._l.program.guards.append(guard)
+
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.op} (node {self.describe()}): {why}")
 
@@ -172,7 +184,9 @@ class Lowerer:
         self.limits = LIMITS[limits]
         self.program = Program()
         self.values: dict[str, Tensor] = {}
-        self.dim_values = dim_values or {}
+        # --dim name=value fixes a dim; name=(lo, hi) bounds it: sized at hi, lo checked at run time
+        self.dim_values = {k: v for k, v in (dim_values or {}).items() if not isinstance(v, (tuple, list))}
+        self.dim_ranges = {k: tuple(v) for k, v in (dim_values or {}).items() if isinstance(v, (tuple, list))}
         self.input_values = input_values or {}
         self.nested_inputs = nested_inputs or {}
         self.validator = emit.ShaderValidator() if validate else None
@@ -240,6 +254,7 @@ class Lowerer:
             from tqdm import tqdm
 
             nodes = tqdm(nodes, desc="lowering", unit="node", leave=False, dynamic_ncols=True)
+        self._bound_dims()  # (build.py checked the --dim names against the model)
         for index, node in enumerate(nodes):
             self.lower_node(node, index)
         for v in g.outputs:
@@ -249,6 +264,13 @@ class Lowerer:
                 continue
             self.program.outputs.append((v.name, self.materialize(value)))
         return self.program
+
+    def _bound_dims(self) -> None:
+        """A bounded dim (--dim name=lo..hi) gets its bound (buffers sized for it) and a guard for its lower end."""
+        for name, (lo, hi) in self.dim_ranges.items():
+            self.program.bounds[name] = int(hi)
+            self.program.guards.append((D.add(D.Sym.name(name), -int(lo)),
+                                        f"--dim {name}={lo}..{hi}: {name} must be at least {lo}"))
 
     def _state_input(self, v: ir.Value, kv: dict) -> None:
         """A KV-cache input: a persistent buffer sized at the bound dim's maximum, never fed by the caller."""

@@ -80,6 +80,7 @@ class Program:
     control: list[dict] = field(default_factory=list)  # If/Loop/Scan step ranges the runtime drives
     # sequence/optional graph inputs and outputs -> their flat tensors' names (codegen/nested.py)
     groups: dict = field(default_factory=lambda: {"inputs": {}, "outputs": {}})
+    guards: list[tuple[Dim, str]] = field(default_factory=list)  # (expr, why): shapes must keep expr >= 0
 
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)

@@ -128,6 +128,7 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
         "weights": sorted(weights),
         "shaders": len({s["shader"] for s in steps}),
         "control": _remap_tensors(program.control, ids),  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
+        "guards": [[D.to_json(e), why] for e, why in program.guards],  # shapes must keep expr >= 0 (checked per run)
         "placement": program.placement,
     }
 

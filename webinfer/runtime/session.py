@@ -16,11 +16,11 @@ from ..errors import WebinferError
 from . import control_flow
 from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
+from .plan_cache import PlanCache, SizeCheck, plan_key
 from .select import choose_program
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
-_MAX_PLANS = 4
 
 
 class IOInfo:
@@ -69,7 +69,8 @@ class SessionCore:
         self._input_tensor = {io["name"]: io["tensor"] for io in manifest["inputs"]}
         self.weight_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["shape"])) for tid in self.weights)
         self.state_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["capacity"])) for tid in self.states)
-        self._plans: dict[tuple, dict] = {}
+        self._plans = PlanCache(device)
+        self._size_check = SizeCheck([_numel(t) for t in self.tensors], self.bounds)
 
     def gpu_bytes(self) -> dict:
         """GPU memory this session holds: weights, KV-cache states, and the cached plans' buffers."""
@@ -158,25 +159,24 @@ class SessionCore:
         if missing:
             raise WebinferError(f"dims {missing} are not bound by any input")
         check_index_bounds(self.manifest.get("index_bounds", {}), host)
-        for name, bound in self.bounds.items():
-            if env.get(name, 0) > bound:
-                raise WebinferError(f"{name} = {env[name]} exceeds the maximum {bound} this artifact was built for "
-                                    f"(rebuild with a larger --max-seq)")
+        check_dims(self.manifest, self.bounds, env)
         return env, host
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, env: dict) -> dict:
-        """Buffers and bind groups for these dims. Bound dims (the KV cache's lengths) are sized at their
-        maximum and left out of the cache key: one plan serves every decode step, whose steps that depend
-        on a bound dim get their grid and uniforms refreshed per run (``_refresh``)."""
-        key = tuple(sorted((k, v) for k, v in env.items() if k not in self.bounds))
-        if key in self._plans:
-            return self._refresh(self._plans[key], env)
-        if len(self._plans) >= _MAX_PLANS:
-            old = self._plans.pop(next(iter(self._plans)))
-            for buf in old["owned"]:
-                self.device.destroy_buffer(buf)
-        size_env = dict(env, **self.bounds)
+        """Buffers and bind groups for these dims, cached for the most recent few (``PlanCache``). Bound dims
+        (the KV cache's lengths, --dim name=lo..hi) are sized at their maximum and left out of the cache key:
+        one plan serves every value, and the steps that depend on a bound dim get their grid and uniforms
+        refreshed per run (``_refresh``)."""
+        key = plan_key(env, self.bounds)
+        plan = self._plans.get(key) or self._new_plan(key, dict(env, **self.bounds), env)
+        if not self._size_check.fits(plan["numel"], env):  # a size the bounds' plan cannot hold: its own plan
+            key = tuple(sorted(env.items()))
+            plan = self._plans.get(key) or self._new_plan(key, env, env)
+        return self._refresh(plan, env)
+
+    def _new_plan(self, key: tuple, size_env: dict, env: dict) -> dict:
+        self._plans.make_room()
         numel = [D.evaluate(_numel(t), size_env) for t in self.tensors]
         base = [self._base(tid) for tid in range(len(self.tensors))]
         buffers, owned = self._allocate(numel, base)
@@ -207,8 +207,8 @@ class SessionCore:
         nbytes += ubytes
         plan = {"buffers": buffers, "base": base, "numel": numel, "entries": entries, "env": None,
                 "readbacks": readbacks, "owned": owned, "bytes": nbytes, "uniforms": shared}
-        self._plans[key] = plan
-        return self._refresh(plan, env)
+        self._plans.put(key, plan)
+        return plan
 
     def _uniform_bytes(self, step: dict, env: dict) -> bytes:
         values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
@@ -349,6 +349,21 @@ class SessionCore:
             data = await self.device.read(buf, self._nbytes(outputs[n]["tensor"], count))
             results.append(HostTensor(t["dtype"], ticket["shapes"][n], from_gpu_bytes(t["dtype"], data, count)))
         return results
+
+
+def check_dims(manifest: dict, bounds: dict, env: dict) -> None:
+    """Refuse dims beyond a bound (buffers were sized for it) or that break a guard of the build (an assumption
+    such as a slice start inside its axis, or a --dim lower bound), naming the dim and the bound."""
+    for name, bound in bounds.items():
+        if env.get(name, 0) > bound:
+            how = "--max-seq" if manifest.get("states") else f"a larger --dim {name}=LO..HI"
+            raise WebinferError(f"dim {name!r} = {env[name]} exceeds the bound {bound} this artifact was built for "
+                                f"(rebuild with {how})")
+    for expr, why in manifest.get("guards", []):
+        if D.evaluate(expr, env) < 0:
+            used = sorted(D.names(D.from_json(expr)))
+            values = ", ".join(f"{n}={env[n]}" for n in used if n in env)
+            raise WebinferError(f"input dims {values} are outside what this artifact was built for: {why}")
 
 
 def _step_dims(step: dict) -> set[str]:

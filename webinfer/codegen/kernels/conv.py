@@ -64,8 +64,13 @@ def window(ctx, in_spatial, kernel, ceil_mode: bool = False) -> Window:
             o = D.add(D.ceildiv(span, strides[i]), 1)
             if isinstance(o, int) and (o - 1) * strides[i] >= size + pb:
                 o -= 1
+            elif not isinstance(o, int):  # the last window must start inside the input or its begin pad
+                o = D.dmin(o, D.ceildiv(D.add(size, pb), strides[i]))
         else:
             o = D.add(D.floordiv(span, strides[i]), 1)
+        if not isinstance(o, int):
+            ctx.assume(D.add(o, -1), f"output size {D.to_text(o)} must be at least 1 (the input is smaller than the "
+                                     f"kernel window)")
         begin.append(pb)
         ends.append(pe)
         out.append(o)

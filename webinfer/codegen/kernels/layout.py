@@ -54,21 +54,24 @@ def _pad_value(ctx, x) -> tuple[str, dict]:
 def lower_center_crop_pad(ctx) -> None:
     x = ctx.inputs[0]
     target = ctx.host_ints(1)
-    if target is None or not D.is_static(target):
-        raise ctx.unsupported("the target shape must be a constant")
+    if target is None:
+        raise ctx.unsupported("the target shape must be known at build time")
     axes = ctx.attr("axes") or list(range(x.rank))
     shape = list(x.shape)
     walk = [Axis(d, s) for d, s in zip(x.shape, contiguous_strides(x.shape))]
     for a, t in zip(axes, target):
         a = normalize_axis(a, x.rank)
         dim = x.shape[a]
-        if not isinstance(dim, int):
-            raise ctx.unsupported("center crop/pad of a symbolic dim")
         shape[a] = t
-        if t < dim:
-            walk[a] = Axis(t, walk[a].stride, (dim - t) // 2)
-        elif t > dim:
-            walk[a] = Axis(t, walk[a].stride, -((t - dim) // 2), mode="check", extent=dim)
+        if D.is_static([t, dim]):
+            if t < dim:
+                walk[a] = Axis(t, walk[a].stride, (dim - t) // 2)
+            elif t > dim:
+                walk[a] = Axis(t, walk[a].stride, -((t - dim) // 2), mode="check", extent=dim)
+        elif t != dim:  # crop (start (dim - t) // 2) or pad (begin (t - dim) // 2), decided by the run's sizes
+            start = D.add(D.floordiv(D.dmax(D.add(dim, D.mul(t, -1)), 0), 2),
+                          D.mul(D.floordiv(D.dmax(D.add(t, D.mul(dim, -1)), 0), 2), -1))
+            walk[a] = Axis(t, walk[a].stride, start, mode="check", extent=dim)
     remap(ctx, x, ctx.output(0, x.dtype, shape), walk, pad=pad_literal(ctx, 0, x.dtype))
 
 

@@ -156,30 +156,38 @@ def lower_transpose(ctx) -> None:
     remap(ctx, x, ctx.output(0, x.dtype, shape), transpose_axes(x.shape, perm))
 
 
-def slice_bounds(start: Dim, end: Dim, step: int, dim: Dim) -> tuple[Dim, Dim]:
+def slice_bounds(ctx, start: Dim, end: Dim, step: int, dim: Dim) -> tuple[Dim, Dim]:
     """ONNX Slice clamping of one axis -> (first source coordinate, number of elements)."""
     lo, hi = (0, dim) if step > 0 else (-1, D.add(dim, -1))
-    start = _clamp(start, dim, 0, hi, False)
-    end = _clamp(end, dim, lo, hi, step > 0)
+    start = _clamp(ctx, start, dim, 0, hi, False)
+    end = _clamp(ctx, end, dim, lo, hi, step > 0)
     span = D.add(end, D.mul(start, -1)) if step > 0 else D.add(start, D.mul(end, -1))
     length = D.ceildiv(span, abs(step))
-    return start, max(length, 0) if isinstance(length, int) else length
+    if isinstance(length, int):
+        return start, max(length, 0)
+    ctx.assume(length, f"the slice [{D.to_text(start)}, {D.to_text(end)}) must not run backwards")
+    return start, length
 
 
-def _clamp(v: Dim, dim: Dim, lo: Dim, hi: Dim, end: bool) -> Dim:
+def _clamp(ctx, v: Dim, dim: Dim, lo: Dim, hi: Dim, end: bool) -> Dim:
     """Normalize a negative index and clamp it to [lo, hi]. With a symbolic dim, an end like 10 becomes
-    ``min(10, seq)``; other symbolic values are taken as in range (keeps shapes like ``seq - 1`` exact)."""
-    if not isinstance(v, int):
-        return v
-    if v >= BIG:
-        return hi
-    if v <= -BIG:
-        return lo
-    if v < 0:
-        v = D.add(dim, v)
-    if D.is_static([v, lo, hi]):
-        return min(max(v, lo), hi)
-    return D.dmin(v, hi) if isinstance(v, int) and end and v > 0 else v
+    ``min(10, seq)``; other symbolic values are taken as in range (keeps shapes like ``seq - 1`` exact), which
+    the runtime checks (``ctx.assume``): shapes that break it are refused, never read out of bounds."""
+    if isinstance(v, int):
+        if v >= BIG:
+            return hi
+        if v <= -BIG:
+            return lo
+        if v < 0:
+            v = D.add(dim, v)
+        if D.is_static([v, lo, hi]):
+            return min(max(v, lo), hi)
+        if isinstance(v, int) and end and v > 0:
+            return D.dmin(v, hi)
+    why = f"slice index {D.to_text(v)} must lie in [{D.to_text(lo)}, {D.to_text(hi)}]"
+    ctx.assume(D.add(v, D.mul(lo, -1)), why)
+    ctx.assume(D.add(hi, D.mul(v, -1)), why)
+    return v
 
 
 @lowering("Slice")
@@ -200,7 +208,7 @@ def lower_slice(ctx) -> None:
     first, lengths, step_of = [0] * x.rank, list(x.shape), [1] * x.rank
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = normalize_axis(a, x.rank)
-        first[a], lengths[a] = slice_bounds(s, e, st, x.shape[a])
+        first[a], lengths[a] = slice_bounds(ctx, s, e, st, x.shape[a])
         step_of[a] = st
     slice_to(ctx, 0, x, first, lengths, step_of)
 

@@ -1,154 +1,190 @@
-"""Resize and Upsample: one separable gather-and-weight kernel.
+"""Resize and Upsample: one separable kernel that computes its coordinates on the GPU.
 
-Interpolation is separable per axis, so for every resized axis we build, at build time, a tap table:
-for each output coordinate, the input indices it reads and their weights (nearest: one tap; linear: two;
-cubic: four; antialias: the filter footprint). The tables are derived only from shapes, scales and
-attributes (never from data), with the 1-D routine of ONNX's reference implementation applied to an
-identity matrix, so every coordinate-transformation and rounding mode matches it. The kernel then sums
-``x[taps] * prod(weights)`` over the product of the axes' taps. An extrapolated output coordinate
-(tf_crop_and_resize outside the input) gets index -1 and yields ``extrapolation_value``.
+Interpolation is separable per axis. For every resized axis the kernel maps the output coordinate to a
+source coordinate (each coordinate_transformation_mode), picks the window of taps and their weights
+(nearest / linear / cubic, antialias, exclude_outside) as ONNX's reference implementation does, and sums
+``x[taps] * prod(weights)`` over the product of the axes' windows. Sizes and scales are uniforms when they
+are symbolic, so one artifact resizes images of any size: only shapes, scales and attributes decide the
+coordinates (never data). Output sizes follow the reference: ``floor(in * scale)`` with the float32 scale
+taken exactly (a fraction), ``sizes`` as given, or the keep_aspect_ratio_policy's rounded sizes.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
+from ... import dims as D
+from ...dims import Dim
 from ..emit import wgsl_literal
 from ..registry import lowering
-from .helpers import compute_type, contiguous_strides
+from .helpers import compute_type, contiguous_strides, normalize_axis
 
-MAX_TAPS_TOTAL = 4096  # product of the taps of all axes, a bound on the per-element loop
-
-
-def _coeff_fn(mode: str, nearest_mode: str, cubic_a: float, antialias: bool):
-    from onnx.reference.ops import op_resize as R
-
-    if mode == "nearest":
-        return lambda ratio, scale: R._nearest_coeffs(ratio, mode=nearest_mode)
-    if mode == "cubic":
-        fn = R._cubic_coeffs_antialias if antialias else R._cubic_coeffs
-        return lambda ratio, scale: fn(ratio, scale, A=cubic_a)
-    return R._linear_coeffs_antialias if antialias else R._linear_coeffs
+_CTMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize",
+         "half_pixel_symmetric")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-def axis_table(in_w: int, out_w: int, scale: float, coeffs, roi, ctm: str, exclude: bool):
-    """(indices, weights) of shape (out_w, taps); index -1 marks an extrapolated output coordinate."""
-    from onnx.reference.ops import op_resize as R
+@dataclass
+class ResizedAxis:
+    """One axis the kernel resizes. ``kind``: ``scale`` (a constant scale), ``sizes`` (scale = out / in) or
+    ``policy`` (the min/max of the requested sizes' ratios, keep_aspect_ratio_policy)."""
 
-    m = R._interpolate_1d_along_axis(np.eye(in_w), 0, scale, out_w, coeffs, roi=roi, extrapolation_value=np.nan,
-                                     coordinate_transformation_mode=ctm, exclude_outside=exclude)
-    m = np.asarray(m, dtype=np.float64).reshape(out_w, in_w)
-    extrap = np.isnan(m).any(axis=1)
-    m = np.where(np.isnan(m), 0.0, m)
-    taps = max(1, int((m != 0).sum(axis=1).max(initial=0)))
-    idx = np.zeros((out_w, taps), np.int32)
-    w = np.zeros((out_w, taps), np.float32)
-    for o in range(out_w):
-        nz = np.nonzero(m[o])[0]
-        idx[o, : len(nz)] = nz
-        w[o, : len(nz)] = m[o, nz]
-    idx[extrap] = -1
-    return idx, w
+    axis: int
+    kind: str
+    out: Dim
+    scale: float | None = None  # the scale when known at build time
+    roi: tuple = (0.0, 1.0)  # (tf_crop_and_resize)
+    ratios: list = field(default_factory=list)  # [(requested param, input param)], for kind "policy"
 
 
-def resize_plan(shape, scales, sizes, axes, roi, policy: str):
-    """Per-axis (scale, out size, roi pair or None), like the reference's ``_interpolate_nd``."""
-    r = len(shape)
-    axes = list(range(r)) if axes is None else [a + r if a < 0 else a for a in axes]
-    full_scales = full_sizes = None
-    if scales is not None and len(scales):
-        full_scales = [1.0] * r
-        for i, a in enumerate(axes):
-            full_scales[a] = float(scales[i])
-    if sizes is not None and len(sizes):
-        full_sizes = list(shape)
-        for i, a in enumerate(axes):
-            full_sizes[a] = int(sizes[i])
-    full_roi = None
-    if roi is not None and len(roi):
-        n = len(axes)
-        full_roi = [0.0] * r + [1.0] * r
-        for i, a in enumerate(axes):
-            full_roi[a], full_roi[r + a] = float(roi[i]), float(roi[n + i])
-    if full_sizes is not None:
-        full_scales = [full_sizes[i] / shape[i] for i in range(r)]
-        if policy != "stretch":
-            s = (min if policy == "not_larger" else max)(full_scales[a] for a in axes)
-            full_scales = [s if i in axes else 1.0 for i in range(r)]
-            full_sizes = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
-    else:
-        full_sizes = list((np.array(full_scales) * np.array(shape)).astype(int))
-    plan = []
-    for a in range(r):
-        rp = None if full_roi is None else [full_roi[a], full_roi[a + r]]
-        same = math.isclose(full_scales[a], 1.0) and full_sizes[a] == shape[a]
-        trivial_roi = rp is None or (math.isclose(rp[0], 0.0) and math.isclose(rp[1], 1.0))
-        plan.append(None if (same and trivial_roi) else (full_scales[a], int(full_sizes[a]), rp))
-    return plan
-
-
-def _const_input(ctx, i):
+def _float_list(ctx, i: int) -> list[float] | None:
     if not ctx.has_input(i):
         return None
-    v = ctx.const(i)
-    return None if v.size == 0 else v.reshape(-1)
+    v = ctx.const(i).reshape(-1)
+    return None if v.size == 0 else [float(s) for s in v.astype(np.float32)]
+
+
+def _sizes(ctx, i: int) -> list[Dim] | None:
+    if not ctx.has_input(i):
+        return None
+    sizes = ctx.host_ints(i)
+    if sizes is None:
+        raise ctx.unsupported("sizes must be known at build time (constants or shape arithmetic)")
+    return sizes or None
+
+
+def plan_axes(ctx, shape, scales, sizes, axes, roi, policy: str) -> tuple[list[ResizedAxis], dict]:
+    """The resized axes and the policy's params, like the reference's ``_interpolate_nd``: axes whose scale
+    is 1 with an unchanged size and a trivial roi are left alone."""
+    r = len(shape)
+    axes = list(range(r)) if axes is None else [normalize_axis(a, r) for a in axes]
+    rois = {}
+    if roi is not None:
+        for i, a in enumerate(axes):
+            rois[a] = (float(roi[i]), float(roi[len(axes) + i]))
+    plan, params = [], {}
+    if sizes is not None:
+        want = dict(zip(axes, sizes))
+        if policy == "stretch":
+            for a in axes:
+                plan.append(ResizedAxis(a, "sizes", want[a]))
+        else:
+            plan, params = _policy_axes(shape, axes, want, policy)
+    else:
+        if scales is None:
+            raise ctx.unsupported("neither scales nor sizes are given")
+        for a, s in zip(axes, scales):
+            f = Fraction(s)
+            out = D.floordiv(D.mul(shape[a], f.numerator), f.denominator)
+            plan.append(ResizedAxis(a, "scale", out, scale=s))
+    kept = []
+    for ax in plan:
+        lo, hi = rois.get(ax.axis, (0.0, 1.0))
+        unit = ax.kind == "sizes" or (ax.scale is not None and math.isclose(ax.scale, 1.0))
+        if unit and ax.out == shape[ax.axis] and math.isclose(lo, 0.0) and math.isclose(hi, 1.0):
+            continue
+        ax.roi = (lo, hi)
+        kept.append(ax)
+    return kept, params
+
+
+def _policy_axes(shape, axes, want: dict, policy: str) -> tuple[list[ResizedAxis], dict]:
+    """keep_aspect_ratio_policy: one scale for all axes, the min (not_larger) or max (not_smaller) of
+    requested / input size; each output size is ``round(in * scale)``, i.e. the min/max over the axes of
+    ``round(in * requested_b / in_b)`` (rounding is monotonic)."""
+    pick, dpick = (min, D.dmin) if policy == "not_larger" else (max, D.dmax)
+    params = {}
+    for j, b in enumerate(axes):
+        params[f"rq{j}"], params[f"ri{j}"] = want[b], shape[b]
+    ratios = [(f"rq{j}", f"ri{j}") for j in range(len(axes))]
+    static = D.is_static([want[b] for b in axes] + [shape[b] for b in axes])
+    plan = []
+    for a in axes:
+        if static:
+            scale = pick(want[b] / shape[b] for b in axes)
+            plan.append(ResizedAxis(a, "policy", int(scale * shape[a] + 0.5), scale=scale, ratios=ratios))
+        else:
+            outs = [D.floordiv(D.add(D.mul(D.mul(shape[a], want[b]), 2), shape[b]), D.mul(shape[b], 2)) for b in axes]
+            out = outs[0]
+            for o in outs[1:]:
+                out = dpick(out, o)
+            plan.append(ResizedAxis(a, "policy", out, ratios=ratios))
+    return plan, params
+
+
+@dataclass
+class Interpolation:
+    """How values are interpolated (Resize's attributes, or a pre-processing spec's)."""
+
+    mode: str = "linear"  # nearest | linear | cubic
+    ctm: str = "half_pixel"  # coordinate_transformation_mode
+    nearest: str = "round_prefer_floor"
+    antialias: bool = False
+    exclude_outside: bool = False
+    cubic_a: float = -0.75
+    extrapolation: float = 0.0
+    policy: str = "stretch"  # keep_aspect_ratio_policy
+
+    def check(self, ctx) -> None:
+        if self.mode not in ("nearest", "linear", "cubic"):
+            raise ctx.unsupported(f"mode {self.mode!r}")
+        if self.ctm not in _CTMS:
+            raise ctx.unsupported(f"coordinate_transformation_mode {self.ctm!r}")
+        if self.nearest not in _NEAREST:
+            raise ctx.unsupported(f"nearest_mode {self.nearest!r}")
+        if self.antialias and self.mode == "nearest":
+            raise ctx.unsupported("antialias with mode 'nearest'")
 
 
 @lowering("Resize", "Upsample")
 def lower_resize(ctx) -> None:
     x = ctx.inputs[0]
     if ctx.op == "Upsample" or (ctx.opset < 11 and len(ctx.inputs) == 2):
-        roi, scales, sizes = None, _const_input(ctx, 1), None
-        ctm, nearest = "asymmetric", "floor"
+        roi, sizes = None, None
+        scales = _float_list(ctx, 1) if ctx.has_input(1) else [float(s) for s in ctx.attr("scales", [])] or None
+        how = Interpolation(ctm="asymmetric", nearest="floor")
     else:
-        roi, scales, sizes = _const_input(ctx, 1), _const_input(ctx, 2), _const_input(ctx, 3)
-        ctm = ctx.attr("coordinate_transformation_mode", "half_pixel")
-        nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+        roi, scales, sizes = _float_list(ctx, 1), _float_list(ctx, 2), _sizes(ctx, 3)
+        how = Interpolation(ctm=ctx.attr("coordinate_transformation_mode", "half_pixel"),
+                            nearest=ctx.attr("nearest_mode", "round_prefer_floor"))
     mode = ctx.attr("mode", "nearest")
-    if mode not in ("nearest", "linear", "cubic"):
-        raise ctx.unsupported(f"mode {mode!r}")
-    axes = ctx.attr("axes")
-    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
-    coeffs = _coeff_fn(mode, nearest, float(ctx.attr("cubic_coeff_a", -0.75)), bool(ctx.attr("antialias", 0)))
-    plan = resize_plan([d if isinstance(d, int) else -1 for d in x.shape], scales, sizes, axes, roi, policy)
-    tables, out_shape = [], list(x.shape)
-    for a, step in enumerate(plan):
-        if step is None:
-            continue
-        if not isinstance(x.shape[a], int):
-            raise ctx.unsupported("a resized axis must have a fixed size")
-        scale, out_w, rp = step
-        idx, w = axis_table(x.shape[a], out_w, scale, coeffs, rp, ctm, bool(ctx.attr("exclude_outside", 0)))
-        tables.append((a, idx, w))
-        out_shape[a] = out_w
-    out = ctx.output(0, x.dtype, out_shape)
-    emit_resize(ctx, x, out, tables, float(ctx.attr("extrapolation_value", 0.0)))
+    how.mode = "linear" if mode in ("bilinear", "trilinear") else mode
+    how.antialias, how.exclude_outside = bool(ctx.attr("antialias", 0)), bool(ctx.attr("exclude_outside", 0))
+    how.cubic_a, how.extrapolation = float(ctx.attr("cubic_coeff_a", -0.75)), float(ctx.attr("extrapolation_value", 0.0))
+    how.policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    how.check(ctx)
+    axes, policy_params = plan_axes(ctx, list(x.shape), scales, sizes, ctx.attr("axes"), roi, how.policy)
+    out_shape = list(x.shape)
+    for ax in axes:
+        out_shape[ax.axis] = ax.out
+    if not axes:
+        return ctx.set_alias(0, x, x.shape)
+    emit_resize(ctx, x, ctx.output(0, x.dtype, out_shape), axes, how, policy_params)
 
 
-def emit_resize(ctx, x, out, tables, extrapolation: float) -> None:
-    if not tables:
-        tables = [(0, np.arange(int(x.shape[0]), dtype=np.int32)[:, None], np.ones((int(x.shape[0]), 1), np.float32))]
-    total = int(np.prod([t[1].shape[1] for t in tables]))
-    if total > MAX_TAPS_TOTAL:
-        raise ctx.unsupported(f"{total} taps per output element (limit {MAX_TAPS_TOTAL})")
-    idx = np.concatenate([t[1].reshape(-1) for t in tables]).astype(np.int32)
-    w = np.concatenate([t[2].reshape(-1) for t in tables]).astype(np.float32)
-    offsets = np.cumsum([0] + [t[1].size for t in tables])
-    in_strides = contiguous_strides(x.shape)
-    params: dict = {"n": out.numel}
-    for d, dim in enumerate(out.shape):
-        params[f"od{d}"] = dim
-        params[f"is{d}"] = in_strides[d]
-    axes = []
-    for k, (a, ti, _) in enumerate(tables):
-        axes.append({"axis": a, "taps": ti.shape[1], "off": int(offsets[k])})
-    ct = compute_type(x.dtype)
-    ctx.dispatch("resize.wgsl.j2", {"x": ctx.gpu(x), "tidx": ctx._l.constant(idx), "tw": ctx._l.constant(w)},
-                 {"out": out}, work=out.numel, params=params, rank=out.rank, axes=axes,
-                 resized=[a["axis"] for a in axes], ct=ct, extrap=wgsl_literal(extrapolation, "f32"),
-                 to_out=_to_out(x.dtype))
+def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params: dict | None = None, *,
+                shape=None, strides=None, channels: list[int] | None = None, offsets: list | None = None) -> None:
+    """The resize kernel from ``x`` (seen as ``shape`` with ``strides``, default its own) into ``out``.
+    ``channels``: ``x`` holds RGBA8 pixels packed in u32 words, axis 1 picks the byte of each (0 = R) and
+    the values are 0..255; ``offsets``: per resized axis, output coordinate ``c`` is resized coordinate
+    ``c + offset`` (a crop)."""
+    shape = list(x.shape) if shape is None else shape
+    strides = contiguous_strides(shape) if strides is None else strides
+    params = {"n": out.numel, **(params or {})}
+    for d, (dim, stride) in enumerate(zip(out.shape, strides)):
+        params[f"od{d}"], params[f"is{d}"] = dim, stride
+    for k, ax in enumerate(axes):
+        params[f"i{k}"], params[f"o{k}"] = shape[ax.axis], ax.out
+        params[f"off{k}"] = offsets[k] if offsets else 0
+    ctx.dispatch("resize.wgsl.j2", {"x": ctx.gpu(x)}, {"out": out}, work=out.numel, params=params, rank=out.rank,
+                 axes=axes, resized=[ax.axis for ax in axes], mode=how.mode, nearest_mode=how.nearest, ctm=how.ctm,
+                 antialias=how.antialias, exclude=how.exclude_outside, cubic_a=wgsl_literal(how.cubic_a, "f32"),
+                 extrap=wgsl_literal(how.extrapolation, "f32"), to_out=_to_out(out.dtype),
+                 policy="min" if how.policy == "not_larger" else "max", channels=channels)
 
 
 def _to_out(dtype: str) -> str:
@@ -158,6 +194,3 @@ def _to_out(dtype: str) -> str:
         return "acc"
     lo, hi = {"uint8": (0, 255), "int8": (-128, 127)}.get(dtype, (-2147483648.0, 2147483520.0))
     return f"{ct}(clamp(round(acc), {float(lo)}, {float(hi)}))"
-
-
-__all__ = ["axis_table", "resize_plan"]

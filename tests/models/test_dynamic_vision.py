@@ -1,0 +1,111 @@
+"""One artifact for every image size: a text-detection-style model with symbolic H and W, built once and run
+at several sizes against onnxruntime; a soak over 200 random sizes with flat memory; bounded dims
+(``--dim H=lo..hi``) with one plan and clear errors outside the range."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import wgpu
+from vision_models import text_detection_model
+
+from webinfer.build import build
+from webinfer.cli import main as cli_main
+from webinfer.errors import WebinferError
+from webinfer.runtime.inference import InferenceSession
+from webinfer.runtime.plan_cache import MAX_PLANS
+
+SIZES = [(37, 53), (64, 64), (31, 20), (9, 96), (1, 1)]  # odd, square, non-square, tiny
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def detection(tmp_path_factory):
+    model = text_detection_model()
+    art = str(tmp_path_factory.mktemp("det") / "det.wi")
+    manifest = build(model, art)
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return model, art, manifest, reference
+
+
+def _image(rng, h, w):
+    return rng.random((1, 3, h, w), dtype=np.float32)
+
+
+def test_text_detection_five_sizes_match_onnxruntime(detection):
+    _, art, manifest, reference = detection
+    assert manifest["dims"] == ["H", "W"]
+    session = InferenceSession(art)
+    rng = np.random.default_rng(0)
+    for h, w in SIZES:
+        x = _image(rng, h, w)
+        got = session.run(None, {"x": x})[0]
+        want = reference.run(None, {"x": x})[0]
+        assert got.shape == want.shape == (1, 1, h, w)
+        np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=f"at {h}x{w}")
+
+
+def _gpu_resource_bytes() -> int:
+    return wgpu.diagnostics.object_counts.get_dict()["total"]["resource_mem"]
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def test_soak_200_random_sizes_keeps_memory_flat(detection):
+    _, art, manifest, reference = detection
+    gc.collect()
+    before = _gpu_resource_bytes()  # other tests' sessions may still be alive: count ours as the difference
+    session = InferenceSession(art)
+    core = session._core
+    rng = np.random.default_rng(1)
+    rss, leaks = [], []
+    for i in range(200):
+        h, w = (int(v) for v in rng.integers(1, 72, 2))
+        x = _image(rng, h, w)
+        got = session.run(None, {"x": x})[0]
+        if i % 40 == 0:
+            np.testing.assert_allclose(got, reference.run(None, {"x": x})[0], rtol=TOL, atol=TOL)
+        if i % 10 == 9:
+            gc.collect()
+            assert len(core._plans) <= MAX_PLANS
+            # every GPU byte wgpu holds for this session is a weight or one of the cached plans' buffers
+            leaks.append(_gpu_resource_bytes() - before - core.gpu_bytes()["total"])
+            rss.append(_rss_mib())
+    assert max(abs(v) for v in leaks) < 4096, leaks
+    assert max(rss[5:]) - rss[4] < 8, f"RSS grew from {rss[4]:.1f} to {max(rss[5:]):.1f} MiB"
+    biggest = max(p["bytes"] for p in core._plans.values())
+    assert core.gpu_bytes()["plans"] <= MAX_PLANS * biggest
+
+
+def test_bounded_dims_share_one_plan_and_refuse_outside(detection, tmp_path, capsys):
+    model, _, _, reference = detection
+    art = str(tmp_path / "bounded.wi")
+    manifest = build(model, art, dims={"H": (8, 61), "W": (8, 64)})
+    assert manifest["bounds"] == {"H": 61, "W": 64}
+    session = InferenceSession(art)
+    rng = np.random.default_rng(2)
+    for h, w in [(61, 64), (8, 8), (33, 17), (50, 63), (9, 40), (61, 9)]:
+        x = _image(rng, h, w)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], rtol=TOL,
+                                   atol=TOL, err_msg=f"at {h}x{w}")
+    assert len(session._core._plans) == 1  # buffers planned once, for the bounds
+    with pytest.raises(WebinferError, match=r"dim 'H' = 62 exceeds the bound 61 .*--dim H=LO..HI"):
+        session.run(None, {"x": _image(rng, 62, 8)})
+    with pytest.raises(WebinferError, match=r"W=7 .*--dim W=8..64: W must be at least 8"):
+        session.run(None, {"x": _image(rng, 8, 7)})
+    # the command line: name=lo..hi parses, bad forms and unknown names are one-line errors
+    path = str(tmp_path / "det.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    assert cli_main(["build", path, "-o", str(tmp_path / "cli.wi"), "--dim", "H=16..32", "--dim", "W=8"]) == 0
+    for bad, message in [("H=32..16", "1 <= lo <= hi"), ("H=a..b", "name=integer or name=lo..hi"),
+                         ("Q=1..4", "no dim of that name (symbolic dims: H, W)")]:
+        assert cli_main(["build", path, "-o", str(tmp_path / "bad.wi"), "--dim", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err

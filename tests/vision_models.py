@@ -1,11 +1,13 @@
-"""Small vision models for the dynamic-shape tests (native and browser): built with onnx.helper, random
-weights, symbolic height and width, so one artifact serves every image size."""
+"""Vision test helpers (native and browser tests): small models built with onnx.helper (random weights,
+symbolic height and width, so one artifact serves every image size) and a PIL/numpy reference of the
+``--preprocess`` image prologue."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from PIL import Image
 
 
 def text_detection_model(seed: int = 0) -> onnx.ModelProto:
@@ -51,3 +53,29 @@ def text_detection_model(seed: int = 0) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+PIL_MODES = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "nearest": Image.NEAREST}
+ORDERS = {"RGB": [0, 1, 2], "BGR": [2, 1, 0]}
+
+
+def preprocess_reference(rgba: np.ndarray, spec: dict) -> np.ndarray:
+    """The prologue in PIL and numpy: PIL's float resize per channel (antialiased when shrinking), centre crop
+    (offset (size - crop) // 2), (v * scale - mean) / std, layout."""
+    h, w = rgba.shape[:2]
+    resize = spec.get("resize", {})
+    if "shorter" in resize:
+        n, short = resize["shorter"], min(h, w)
+        size = ((2 * h * n + short) // (2 * short), (2 * w * n + short) // (2 * short))
+    else:
+        size = tuple(resize.get("size", (h, w)))
+    mode = PIL_MODES[spec.get("interpolation", "bilinear")]
+    planes = np.stack([np.asarray(Image.fromarray(rgba[..., c].astype(np.float32), mode="F")
+                                  .resize((size[1], size[0]), mode)) for c in ORDERS[spec.get("channels", "RGB")]])
+    ch, cw = spec.get("crop", size)
+    top, left = (size[0] - ch) // 2, (size[1] - cw) // 2
+    x = planes[:, top:top + ch, left:left + cw].astype(np.float64) * spec.get("scale", 1 / 255)
+    mean, std = (np.broadcast_to(np.array(spec.get(k, d), np.float64), (3,)) for k, d in (("mean", 0.0), ("std", 1.0)))
+    x = (x - mean[:, None, None]) / std[:, None, None]
+    x = x[None].astype(np.float32)
+    return x.transpose(0, 2, 3, 1) if spec.get("layout") == "NHWC" else x

@@ -12,7 +12,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import WebinferError
-from .graph import llm
+from .graph import llm, prepost
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -28,7 +28,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
-          nested_inputs: dict | None = None) -> dict:
+          nested_inputs: dict | None = None, preprocess=None, postprocess=None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -42,10 +42,17 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     (``generation=False`` keeps the plain graph: all logits, past as inputs). Tokenizer files beside a model
     file (tokenizer.json, tokenizer_config.json) travel with any artifact as assets.
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
+    ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
+    and a classification epilogue (top-k scores and labels out), graph/prepost.py.
     """
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
+    extra, assets = {}, {}
+    if preprocess is not None:  # (first: the prologue replaces the image input and adds its dims)
+        extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
+    if postprocess is not None:
+        extra["classify"], assets = prepost.add_classifier_epilogue(ir_model, postprocess)
     check_dim_names(ir_model, dims)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
         raise WebinferError(f"--max-seq must be a positive integer, got {max_seq!r}")
@@ -80,11 +87,11 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
         programs.append((kclass, Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims,
                                          input_values=input_values, validate=validate, progress=progress,
                                          nested_inputs=nested_inputs).run()))
-    assets = llm.tokenizer_assets(model)  # any model: pages encode text with it (Session.encode)
+    assets.update(llm.tokenizer_assets(model))  # any model: pages encode text with it (Session.encode)
     for _, program in programs:
         program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
     manifest = write_artifact(programs, out_dir, options, passes=passes, assets=assets,
-                              producer=f"webinfer {__version__}")
+                              producer=f"webinfer {__version__}", extra=extra)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 

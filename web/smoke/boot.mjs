@@ -42,6 +42,7 @@ async function boot() {
   Object.assign(timings, result.timings);
   timings.total_ms = Math.round(performance.now() - t0);
   outputsEl.dataset.outputs = JSON.stringify(result.outputs);
+  if (result.runs) outputsEl.dataset.runs = JSON.stringify(result.runs);
   outputsEl.dataset.timings = JSON.stringify(timings);
   outputsEl.dataset.adapter = result.adapter;
   outputsEl.textContent = Object.entries(result.outputs)

@@ -143,8 +143,11 @@ def _remap_tensors(value, ids: dict[int, int]):
 
 
 def write_artifact(programs: list[tuple[KernelClass, Program]], out_dir: str, options: BuildOptions,
-                   passes: list | None = None, assets: dict[str, bytes] | None = None, producer: str = "") -> dict:
-    """Write the artifact directory for these (class, program) pairs, in the artifact's order of preference."""
+                   passes: list | None = None, assets: dict[str, bytes] | None = None, producer: str = "",
+                   extra: dict | None = None) -> dict:
+    """Write the artifact directory for these (class, program) pairs, in the artifact's order of preference.
+    ``extra``: model-level fields every program shares (the image prologue ``preprocess``, the ``classify``
+    epilogue: graph/prepost.py)."""
     writer = ArtifactWriter(out_dir)
     for name, data in (assets or {}).items():
         writer.add_asset(name, data)
@@ -168,5 +171,6 @@ def write_artifact(programs: list[tuple[KernelClass, Program]], out_dir: str, op
         "programs": entries,
         "groups": first.groups,  # sequence/optional inputs and outputs -> flat names (codegen/nested.py)
         "passes": passes or [],
+        **(extra or {}),
     }
     return writer.write(manifest)

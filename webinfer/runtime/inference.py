@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..artifact import Artifact
+from . import vision
 from .session import SessionCore, run_sync
 from .tensor import HostTensor
 
@@ -34,11 +35,22 @@ class InferenceSession:
 
     async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """``dims``: values of dims no input carries (a KV-cache artifact's past length)."""
+        feeds = vision.pack_image(self.artifact.manifest, feeds)
         return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
 
     def run(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """Synchronous run (native devices only): returns numpy arrays when numpy is importable."""
         return run_sync(self.run_async(output_names, feeds, dims))
+
+    async def classify_async(self, image, width: int | None = None, height: int | None = None) -> list:
+        """An artifact built with --preprocess and --postprocess: RGBA8 pixels of any size (see
+        ``vision.image_feed``) -> [(label, score)], best first."""
+        assets = self.artifact.manifest.get("assets", {})
+        return await vision.classify(self._core, image, width, height,
+                                     lambda name: self.artifact.read(assets["assets/" + name]))
+
+    def classify(self, image, width: int | None = None, height: int | None = None) -> list:
+        return run_sync(self.classify_async(image, width, height))
 
 
 def _to_array(t: HostTensor):

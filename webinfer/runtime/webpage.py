@@ -12,6 +12,7 @@ import json
 
 from ..artifact import check_manifest, verify
 from ..errors import WebinferError
+from . import vision
 from .select import choose_program
 from .session import SessionCore
 from .tensor import HostTensor
@@ -60,6 +61,11 @@ class PageSession:
         core = SessionCore(manifest, shaders, no_shards, gpu, weights=weights, kernel_class=choice.kernel_class)
         core.choice = choice  # (forcing the chosen class keeps its reason)
         return cls(core, gpu, assets, base)
+
+    async def classify(self, pixels, width: int, height: int) -> list[tuple[str, float]]:
+        """RGBA8 pixels of any size (an ImageData's bytes) -> [(label, score)], best first (an artifact built
+        with --preprocess and --postprocess; ``runtime/vision.py``)."""
+        return await vision.classify(self.core, pixels, width, height, self.assets.get)
 
     async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None) -> dict[str, HostTensor]:
         results = await self.core.run_async(outputs, feeds)
@@ -131,6 +137,12 @@ class WorkerHost:
                 for name, dtype, shape, data in _py(feeds)}
         out = await session.run(host)
         return [[name, t.dtype, list(t.shape), t.data] for name, t in out.items()]
+
+    async def classify(self, handle: int, pixels, width: int, height: int) -> list:
+        """An artifact built with --preprocess/--postprocess: RGBA8 ``pixels`` (an ImageData's bytes) ->
+        [[label, score], ...], best first."""
+        top = await self._get(handle).classify(_bytes(pixels), int(width), int(height))
+        return [[label, score] for label, score in top]
 
     def encode(self, handle: int, text: str) -> list[int]:
         """Token ids of ``text`` with the artifact's tokenizer (special tokens as its post-processor adds)."""

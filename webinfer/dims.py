@@ -214,7 +214,7 @@ def _atom_text(atom: tuple) -> str:
     op, a, b = atom
     if op in ("max", "min"):
         return f"{op}({to_text(a)}, {to_text(b)})"
-    paren = [f"({to_text(x)})" if isinstance(x, Sym) and len(x.terms) > 1 else to_text(x) for x in (a, b)]
+    paren = [to_text(x) if isinstance(x, int) or to_text(x).isidentifier() else f"({to_text(x)})" for x in (a, b)]
     return f"({paren[0]} {op} {paren[1]})"
 
 

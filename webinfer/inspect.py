@@ -100,6 +100,7 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
             else f"on this machine: {no_choice}"),
            f"ONNX nodes: {len(view.get('placement', []))} ("
            + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
+           *_shape_lines(view),
            "", _table(io, ["", "name", "dtype", "shape"]), "",
            report_table(build_report(view, dim_values)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
@@ -120,6 +121,27 @@ def _choice_here(manifest: dict):
         return choose_program(manifest, facts), None
     except WebinferError as e:
         return None, str(e)
+
+
+def _shape_lines(m: dict) -> list[str]:
+    """Bounded dims, run-time guards on the dims, and the image prologue / classification epilogue."""
+    lines = []
+    if m.get("bounds"):
+        lines.append("bounded dims (buffers planned for the bound): "
+                     + ", ".join(f"{k} <= {v}" for k, v in m["bounds"].items()))
+    if m.get("guards"):
+        lines.append(f"checked per run: {len(m['guards'])} condition(s) on the dims, e.g. {m['guards'][0][1]}")
+    if m.get("preprocess"):
+        p = m["preprocess"]
+        lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "
+                     f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}, crop "
+                     f"{p.get('crop') or 'none'}, {p['channels']}, {p['layout']}")
+    if m.get("classify"):
+        c = m["classify"]
+        lines.append(f"classification epilogue: top {c['top_k']} of {c['output']!r}"
+                     f"{' after softmax' if c['softmax'] else ''} -> {c['scores']!r}, {c['indices']!r}"
+                     f"{', labels ' + c['labels'] if c.get('labels') else ''}")
+    return lines
 
 
 def inspect_path(path: str, dim_values: dict | None = None) -> str:

@@ -99,8 +99,8 @@ def _resize_attrs(spec: dict) -> dict:
             attrs["size"] = _ints(resize["size"], 2, "resize.size")
     if spec.get("crop") is not None:
         attrs["crop"] = _ints(spec["crop"], 2, "crop")
-        lo = attrs.get("shorter") or min(attrs.get("size") or [0])
-        if lo and lo < min(attrs["crop"]) or any(c > s for c, s in zip(attrs["crop"], attrs.get("size") or [])):
+        short = attrs.get("shorter", 0)
+        if short and short < max(attrs["crop"]) or any(c > s for c, s in zip(attrs["crop"], attrs.get("size") or [])):
             raise WebinferError(f"--preprocess: the crop {attrs['crop']} is larger than the resized image")
     return attrs
 

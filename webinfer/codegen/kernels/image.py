@@ -36,13 +36,15 @@ def lower_image_resize(ctx) -> None:
     channels = [int(c) for c in ctx.attr("channels", [0, 1, 2])]
     if not channels or any(c not in range(4) for c in channels):
         raise ctx.unsupported("channels must name bytes 0..3 of a pixel")
-    rh, rw = resized_size(ih, iw, ctx.attr("size"), int(ctx.attr("shorter", 0)))
+    rh, rw = resized_size(ih, iw, ctx.attr("size"), int(ctx.attr("shorter", 0)))  # (shorter >= crop: prepost.py)
     ch, cw, offsets = rh, rw, [0, 0]
+    shorter = int(ctx.attr("shorter", 0))
     if ctx.attr("crop"):
         (ch, cw), offsets = (int(v) for v in ctx.attr("crop")), []
         for resized, crop, name in ((rh, ch, "height"), (rw, cw, "width")):
-            ctx.assume(D.add(resized, -crop), f"the resized image's {name} {D.to_text(resized)} must be at least "
-                                              f"the crop's {crop}")
+            if shorter < crop:  # (resizing the short side to at least the crop always leaves room)
+                ctx.assume(D.add(resized, -crop), f"the resized image's {name} {D.to_text(resized)} must be at "
+                                                  f"least the crop's {crop}")
             offsets.append(D.floordiv(D.add(resized, -crop), 2))
     how = Interpolation(mode=ctx.attr("mode", "linear"), nearest=ctx.attr("nearest_mode", "round_prefer_ceil"),
                         antialias=bool(ctx.attr("antialias", 1)), exclude_outside=bool(ctx.attr("exclude_outside", 1)),

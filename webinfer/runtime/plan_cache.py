@@ -37,6 +37,10 @@ class PlanCache:
     def values(self):
         return self._plans.values()
 
+    def clear(self) -> None:
+        """Forget every plan (their buffers are the caller's to destroy: SessionCore.release)."""
+        self._plans.clear()
+
     def __len__(self) -> int:
         return len(self._plans)
 

@@ -35,10 +35,11 @@ def _image(rng, h, w):
     return rng.random((1, 3, h, w), dtype=np.float32)
 
 
-def test_text_detection_five_sizes_match_onnxruntime(detection):
+@pytest.mark.parametrize("kernel_class", ["software", "gpu"])
+def test_text_detection_five_sizes_match_onnxruntime(detection, kernel_class):
     _, art, manifest, reference = detection
     assert manifest["dims"] == ["H", "W"]
-    session = InferenceSession(art)
+    session = InferenceSession(art, kernel_class=kernel_class)
     rng = np.random.default_rng(0)
     for h, w in SIZES:
         x = _image(rng, h, w)
@@ -109,3 +110,21 @@ def test_bounded_dims_share_one_plan_and_refuse_outside(detection, tmp_path, cap
         assert cli_main(["build", path, "-o", str(tmp_path / "bad.wi"), "--dim", bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+def test_output_concatenating_the_input_along_h_is_not_a_kv_cache(tmp_path):
+    """Concat(4-D graph input, x, axis=2) as a graph output is also how a decoder writes its KV cache; without
+    an attention product after it, it is an ordinary concat (the build used to refuse it: 'cannot build for
+    generation')."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, None, "W"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["x", "r"], ["y"],
+                                                                                        axis=2)], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    art = str(tmp_path / "cat.wi")
+    build(model, art)
+    feed = {"x": np.random.default_rng(4).standard_normal((1, 3, 5, 7)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_array_equal(InferenceSession(art).run(None, feed)[0], want)

@@ -49,7 +49,24 @@ def kv_concats(graph: ir.Graph) -> dict[ir.Value, ir.Node]:
 
 
 def is_kv_model(model: ir.Model) -> bool:
-    return bool(kv_concats(model.graph))
+    """A past/present Concat is a KV cache when an attention (Softmax or Attention) comes after it or its graph
+    input is named as a past (then a missing attention is the rewrite's clear error): a vision model whose output
+    concatenates its [n, c, h, w] input along H has the same Concat, and is no decoder."""
+    concats = kv_concats(model.graph)
+    named = any("past" in (n.inputs[0].name or "").lower() for n in concats.values())
+    return bool(concats) and (named or _reaches_attention([n.outputs[0] for n in concats.values()]))
+
+
+def _reaches_attention(values: list[ir.Value]) -> bool:
+    seen: set[int] = set()
+    while values:
+        for node in (u.node for u in values.pop().uses()):
+            if node.op_type in ("Softmax", "Attention") and node.domain in ("", "ai.onnx"):
+                return True
+            if id(node) not in seen:
+                seen.add(id(node))
+                values.extend(node.outputs)
+    return False
 
 
 def _perm(node: ir.Node | None, perm: list[int]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -72,12 +73,14 @@ def time_dispatch(dev, pipeline, entries, grid, repeat: int, probe) -> tuple[flo
 def gemv_case(dev, k: int, n: int, fmt: str | None, repeat: int) -> tuple[tuple, int, str]:
     from webinfer import dims as D
     from webinfer.artifact import Artifact, program_view
+    from webinfer.runtime.select import choose_program
+    from webinfer.runtime.session import _PACK
 
     with tempfile.TemporaryDirectory() as d:
         build_case(k, n, fmt, d)
         art = Artifact.load(d)
-        m = program_view(art.manifest, 0)
-        steps = [s for s in m["steps"] if "quant_matmul" in s["label"]]
+        m = program_view(art.manifest, choose_program(art.manifest, dev.facts()).index)  # the session's choice
+        steps = [s for s in m["steps"] if s["label"].split(" ")[0].split(":")[-1] in ("MatMul", "MatMulQ")]
         assert len(steps) == 1, [s["label"] for s in m["steps"]]
         step = steps[0]
         shader = art.shader_sources()[step["shader"]]
@@ -91,8 +94,17 @@ def gemv_case(dev, k: int, n: int, fmt: str | None, repeat: int) -> tuple[tuple,
                 for shard, off, cnt, dst in t["chunks"]:
                     dev.write_buffer(buf, dst, art.read(m["shards"][shard])[off:off + cnt])
             bufs.append((buf, 0, max(16, nbytes)))
-        pipeline = dev.create_pipeline(shader, [False] * len(step["reads"]) + [True] * len(step["writes"]), False)
-        sec = time_dispatch(dev, pipeline, bufs, tuple(step["grid"]), repeat, bufs[-1][0])
+        probe = bufs[-1][0]  # the output
+        if step["uniforms"]:  # sizes live in a uniform buffer (the session's layout: after the storage buffers)
+            values = [D.evaluate(v, {}) for _, _, v in step["uniforms"]]
+            data = struct.pack("<" + "".join(_PACK[t] for _, t, _ in step["uniforms"]), *values)
+            data += b"\0" * ((-len(data)) % 16)
+            ubuf = dev.create_buffer(len(data), "uniform")
+            dev.write_buffer(ubuf, 0, data)
+            bufs.append((ubuf, 0, len(data)))
+        pipeline = dev.create_pipeline(shader, [False] * len(step["reads"]) + [True] * len(step["writes"]),
+                                       bool(step["uniforms"]))
+        sec = time_dispatch(dev, pipeline, bufs, tuple(step["grid"]), repeat, probe)
         return sec, weight_bytes, step["label"]
 
 

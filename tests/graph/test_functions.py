@@ -44,3 +44,12 @@ def test_ops_with_a_kernel_are_not_inlined():
     model = make_model([helper.make_node("Gelu", ["x"], ["y"])], {"x": x}, ["y"], opset=20)
     assert function_ops(imported(model), has_lowering) == []
     assert [n.op_type for n in imported(model).graph] == ["Gelu"]
+
+
+def test_inspect_counts_inlined_ops_as_supported():
+    from webinfer.codegen.support import op_uses
+    from webinfer.graph.importer import import_model
+
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    uses = {u.label: u.supported for u in op_uses(import_model(_flex({"q": x, "k": x, "v": x})))}
+    assert uses == {"ai.onnx.preview.FlexAttention": True}

@@ -231,7 +231,7 @@ def build_site(site: str, wheel: str, ops: list[str]) -> tuple[list[Case], dict[
                 break
             tried.append(f"{name} ({why})")
         else:
-            no_native[op] = tried or ["no single-op node test on disk"]
+            no_native[op] = tried or ["no node test on disk uses it"]
     spec = {"wheel": f"wheels/{os.path.basename(wheel)}",
             "cases": [{"op": c.op, "name": c.name, "artifact": f"cases/{c.name}/",
                        "inputs": {n: encode(v) for n, v in c.inputs.items()}} for c in cases]}

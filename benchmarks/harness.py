@@ -17,6 +17,7 @@ import time
 
 from . import spec as S
 from .native import SWIFTSHADER_ICD, worker_command
+from .roofline import model_work
 
 NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
 # Also native, run only when asked for: the default adapter forced to one kernel class's program.
@@ -106,6 +107,8 @@ def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | N
         values = result.get(key) or []
         row = {"engine": engine, "where": where, "model": spec.name, "metric": metric, "unit": unit,
                "median": None, "min": None, "max": None, "error": error, "adapter": result.get("adapter", "")}
+        if spec.work and key == "latency_ms":
+            row["work"] = spec.work
         if key == "decode_tok_s" and error is None and result.get("decode_steps", 0) < len(spec.llm["decode"]):
             row["note"] = f"{result.get('decode_steps')} of {len(spec.llm['decode'])} tokens (time budget)"
         if error is None and not values:
@@ -282,6 +285,8 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
         specs = [sp for sp in specs if any(m.lower() in sp.name.lower() for m in models)]
     for sp in specs:
         S.prepare(sp)
+        if sp.llm is None and sp.quantize is None:
+            sp.work = model_work(sp.onnx, sp.feeds)
     log(f"references from onnxruntime CPU: {time.perf_counter() - t_start:.0f} s")
     build_artifacts(specs, log)
     rows = []

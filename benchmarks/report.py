@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 
+from .roofline import lines as roofline_lines
+
 # (webinfer engine, peer engine, what the pair shares): the comparisons the targets are about.
 PAIRS = [("webinfer-swiftshader", "ort-webgpu", "native, both on SwiftShader's Vulkan driver"),
          ("webinfer-pyodide", "ort-web-webgpu", "same Chromium, Dawn on SwiftShader"),
@@ -81,6 +83,10 @@ def markdown(rows: list[dict], wall_s: float, names: dict) -> str:
             s = speedup(at.get((ours, model, metric)), at.get((base, model, metric)))
             parts.append(f"{model} {metric}: {'-' if s is None else f'{s:.2f}x'}")
         lines.append(f"- {ours} vs {base}: " + "; ".join(parts))
+    roof = roofline_lines(rows, names)
+    if roof:
+        lines += ["", "## Roofline (webinfer natively: the model's FLOPs and bytes at the peaks measured on the "
+                  "same adapter; 100 % = the device's limit)", ""] + roof
     kernel = [r for r in rows if r["model"].startswith("kernel")]
     if kernel:
         lines += ["", "## Kernels (webinfer natively; % of the peak measured on the same adapter)", ""]

@@ -93,3 +93,28 @@ def test_baseline_revision_and_forced_class(tmp_path, monkeypatch):
     assert "- webinfer vs webinfer@HEAD: tiny latency: " in text
     with __import__("pytest").raises(Exception, match="not a commit"):
         harness.run(str(out), engines=["webinfer"], specs=[], baseline="no-such-rev", log=lambda line: None)
+
+
+def test_roofline_work_and_report_section(tmp_path):
+    from benchmarks.report import markdown
+    from benchmarks.roofline import model_work
+
+    x = np.zeros((2, 8), np.float32)
+    # y = relu(x @ w): 2 x 4 outputs of 8 multiply-adds; bytes: w (8 x 4), x (2 x 8), y (2 x 4) in f32
+    assert model_work(tiny_model(tmp_path / "tiny.onnx", 1.0), {"x": x}) == {"flops": 2 * 2 * 4 * 8,
+                                                                             "bytes": 4 * (32 + 16 + 8)}
+    conv = helper.make_graph([helper.make_node("Conv", ["img", "k"], ["out"], group=2)], "conv",
+                             [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["n", 4, 6, 6])],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                             [numpy_helper.from_array(np.ones((6, 2, 3, 3), np.float32), "k")])
+    onnx.save(helper.make_model(conv, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "conv.onnx"))
+    img = np.zeros((1, 4, 6, 6), np.float32)  # out [1, 6, 4, 4], each of 2 channels x 3 x 3 taps
+    assert model_work(str(tmp_path / "conv.onnx"), {"img": img})["flops"] == 2 * 6 * 16 * 18
+
+    def row(model, metric, unit, median, **extra):
+        return {"engine": "webinfer", "where": "native", "model": model, "metric": metric, "unit": unit,
+                "median": median, "min": median, "max": median, "error": None, "adapter": "", **extra}
+
+    rows = [row("kernels", "peak FMA", "GFLOP/s", 1.0), row("kernels", "peak copy", "GB/s", 1.0),
+            row("m", "latency", "ms", 8.0, work={"flops": 1e6, "bytes": 4e6})]  # 1 ms of FMA, 4 ms of copy
+    assert "m latency: 50.0 % (copy-bound)" in markdown(rows, 1.0, {})

@@ -94,6 +94,12 @@ def code(value, wgsl_type: str = "u32") -> tuple:
     return (wgsl_type, value, "code")
 
 
+def offset(value, wgsl_type: str = "i32") -> tuple:
+    """A param that stays a uniform even when it is 0 (a zero literal would delete code): an offset that is 0
+    for the first of several otherwise identical dispatches (Concat's parts) keeps them one shader."""
+    return (wgsl_type, value, "uniform")
+
+
 def as_literal(value, typ: str, how: str | None) -> bool:
     """The specialization policy: which static params are written into the shader.
 
@@ -101,8 +107,8 @@ def as_literal(value, typ: str, how: str | None) -> bool:
     (onnxruntime's WebGPU EP does the same; only its cache hints specialize). Literals: params the lowering
     marks with :func:`code`, zeros (a zero stride deletes an index term: the broadcast pattern is code),
     floats and bools (attribute constants; bools cannot live in a uniform buffer)."""
-    if not isinstance(value, (int, float, np.integer, np.floating, bool)):
-        return False  # symbolic: always a uniform
+    if how == "uniform" or not isinstance(value, (int, float, np.integer, np.floating, bool)):
+        return False  # symbolic, or asked for: a uniform
     return how == "code" or typ not in ("u32", "i32") or isinstance(value, bool) or int(value) == 0
 
 

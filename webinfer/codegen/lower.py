@@ -263,6 +263,7 @@ class Lowerer:
                 nested.nested_output(self, v.name, value)
                 continue
             self.program.outputs.append((v.name, self.materialize(value)))
+        self.program.drop_dead_steps()
         return self.program
 
     def _bound_dims(self) -> None:

@@ -82,6 +82,26 @@ class Program:
     groups: dict = field(default_factory=lambda: {"inputs": {}, "outputs": {}})
     guards: list[tuple[Dim, str]] = field(default_factory=list)  # (expr, why): shapes must keep expr >= 0
 
+    def drop_dead_steps(self) -> int:
+        """Remove the steps whose results no later step, output or state reads (a value whose only use was
+        its shape: ``Shape(Max(a, b))`` still lowered Max's kernel); returns how many. Programs driven by
+        ``control`` (step ranges, counts read back) keep every step."""
+        if self.control:
+            return 0
+        live = {t.base.id for _, t in self.outputs + self.states}
+        kept: list[Step] = []
+        dropped: dict = {}
+        for step in reversed(self.steps):
+            if any(w.base.id in live for w in step.writes):
+                kept.append(step)
+                live.update(r.base.id for r in step.reads)
+            else:
+                dropped[step.node] = dropped.get(step.node, 0) + 1
+        self.steps = kept[::-1]
+        for row in self.placement:
+            row["dispatches"] -= dropped.get(str(row["node"]), 0)
+        return sum(dropped.values())
+
     def new_tensor(self, dtype: str, shape, **kw) -> Tensor:
         t = Tensor(len(self.tensors), dtype, tuple(shape), **kw)
         self.tensors.append(t)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ... import dims as D
 from ...dims import Dim, exact_div
+from .. import emit
 from ..emit import wgsl_literal
 from ..lower import HOST_MAX_ELEMENTS
 from ..registry import lowering
@@ -58,7 +59,7 @@ def remap(ctx, x, out, axes: list[Axis], *, dst_base: Dim | None = None, pad: st
             params[f"q{d}"] = ("i32", a.dst)
     params["base"] = ("i32", base)
     if dst_base is not None:
-        params["dbase"] = ("i32", dst_base)
+        params["dbase"] = emit.offset(dst_base)
     reads = {"x": ctx.gpu(x), **(reads_extra or {})}
     ctx.dispatch("movement.wgsl.j2", reads, {"out": out}, work=n, params=params, rank=len(axes),
                  modes=[a.mode for a in axes], dst=dst_base is not None, pad=pad or "")

@@ -93,7 +93,7 @@ def matmul_model(m: int, k: int, n: int):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32) / np.sqrt(k)
+    w = (np.random.default_rng(0).standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)  # f32, not f64
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],

@@ -58,15 +58,34 @@ def test_tile_policies():
         BuildOptions(tiles="fast")
 
 
-def _step_features(art: str, manifest: dict) -> dict[str, set[str]]:
-    """Kernel family label -> what its shaders use: workgroup memory, subgroups, f16, packed dot products."""
-    marks = {"workgroup": "var<workgroup>", "subgroups": "enable subgroups;", "f16": "enable f16;",
-             "dp4a": "dot4I8Packed("}
-    found: dict[str, set[str]] = {}
-    for step in manifest["programs"][0]["steps"]:
-        text = open(f"{art}/{manifest['shaders'][step['shader']]['file']}").read()
-        found.setdefault(step["label"], set()).update(k for k, m in marks.items() if m in text)
-    return found
+
+def _class_shaders(out: str, cls: str) -> dict[str, list[str]]:
+    """Kernel family label -> its shaders' WGSL, for a model of every hot family built for class ``cls``: a
+    tiled MatMul, an f32 decode GEMV (one row), a long-row Softmax, a flash Attention, an implicit-GEMM Conv
+    and an int4 decode GEMV."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def f(*shape):
+        return np.ones(shape, np.float32)
+
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("MatMul", ["x", "w"], ["g"]),
+                        helper.make_node("Softmax", ["r"], ["s"]), helper.make_node("Attention", ["q", "kk", "v"], ["t"]),
+                        helper.make_node("Conv", ["cx", "cw"], ["c"])],
+                       {"a": f(65, 70), "b": f(70, 67), "x": f(1, 600), "r": f(3, 700), "q": f(1, 4, 70, 64),
+                        "kk": f(1, 2, 70, 64), "v": f(1, 2, 70, 64), "cx": f(1, 8, 9, 7)},
+                       ["y", "g", "s", "t", "c"], {"w": f(600, 40), "cw": f(20, 8, 3, 3)}, opset=23)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "q",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40])],
+                              [numpy_helper.from_array(f(64, 40), "w")])
+    texts: dict[str, list[str]] = {}
+    for name, proto, quantize in (("f32", model, None),
+                                  ("q", helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), "int4")):
+        art = f"{out}/{cls}-{name}"
+        m = webinfer.build(proto, art, target=cls, quantize=quantize)
+        for step in m["programs"][0]["steps"]:
+            texts.setdefault(step["label"], []).append(open(f"{art}/{m['shaders'][step['shader']]['file']}").read())
+    return texts
 
 
 @pytest.mark.parametrize("cls", list(KERNEL_CLASSES))
@@ -74,33 +93,23 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
     """The per-class kernel tests (tests/codegen, tests/llm: vs ReferenceEvaluator/onnxruntime/numpy) run what
     each class says it runs: workgroup tiles/reductions under the gpu classes, subgroup reductions in the row
     kernels and quantized GEMVs where a class uses subgroups, f16 tiles in GEMM/conv/attention under gpu-f16,
-    dot4I8Packed in the quantized GEMV under gpu-dp4a, and none of these in a class that does not use them."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    def f(*shape):
-        return np.ones(shape, np.float32)
-
+    dot4I8Packed in the quantized GEMV under gpu-dp4a, and none of these in a class that does not use them.
+    Where gpu-subgroups/gpu-dp4a use no feature of theirs (GEMM, f32 GEMV, conv, attention), their shaders are
+    gpu's, byte for byte: what runs gpu's in Chromium runs theirs."""
     k = KERNEL_CLASSES[cls]
-    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("MatMul", ["x", "w"], ["g"]),
-                        helper.make_node("Softmax", ["r"], ["s"]), helper.make_node("Attention", ["q", "kk", "v"], ["t"]),
-                        helper.make_node("Conv", ["cx", "cw"], ["c"])],
-                       {"a": f(65, 70), "b": f(70, 67), "x": f(1, 600), "r": f(3, 700), "q": f(1, 4, 70, 64),
-                        "kk": f(1, 2, 70, 64), "v": f(1, 2, 70, 64), "cx": f(1, 8, 9, 7)},
-                       ["y", "g", "s", "t", "c"], {"w": f(600, 40), "cw": f(20, 8, 3, 3)}, opset=23)
-    m = webinfer.build(model, str(tmp_path / "f32"), target=cls)
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "q",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40])],
-                              [numpy_helper.from_array(f(64, 40), "w")])
-    q = webinfer.build(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path / "q"),
-                       target=cls, quantize="int4")
-    found = {**_step_features(str(tmp_path / "f32"), m), **_step_features(str(tmp_path / "q"), q)}
-    families = ("MatMul", "Softmax", "Attention", "Conv", "MatMulQ")
-    for family in families:
-        uses = set().union(*(v for label, v in found.items() if label.split(":")[1] == family))
+    texts = _class_shaders(str(tmp_path), cls)
+    marks = {"workgroup": "var<workgroup>", "subgroups": "enable subgroups;", "f16": "enable f16;",
+             "dp4a": "dot4I8Packed("}
+    for family in ("MatMul", "Softmax", "Attention", "Conv", "MatMulQ"):
+        wgsl = " ".join(t for label, ts in texts.items() if label.split(":")[1] == family for t in ts)
+        uses = {key for key, mark in marks.items() if mark in wgsl}
         assert ("workgroup" in uses) == k.workgroup_memory, (family, uses)
         assert ("f16" in uses) == (k.use_f16 and family in ("MatMul", "Attention", "Conv")), (family, uses)
         assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ")), (family, uses)
         assert ("dp4a" in uses) == (k.use_dp4a and family == "MatMulQ"), (family, uses)
     if k.workgroup_memory:  # the gpu classes' kernel families (software: matmul, quant_matmul, conv)
-        assert {"matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "gemv:MatMulQ"} <= set(found), found
+        assert {"matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "gemv:MatMulQ"} <= set(texts), texts.keys()
+    if k.use_subgroups and not k.use_f16:
+        gpu = _class_shaders(str(tmp_path), "gpu")
+        for label in ("matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "attention:Attention"):
+            assert texts[label] == gpu[label], label

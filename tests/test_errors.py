@@ -12,7 +12,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import webinfer
-from webinfer.artifact import VERSION
 from webinfer.build import build
 from webinfer.errors import WebinferError
 
@@ -158,17 +157,16 @@ def test_truncated_shard_and_altered_shader(artifact, tmp_path):
 
 
 def test_manifest_version_and_paths(artifact, tmp_path):
+    from artifact_fuzz import load, sign_manifest
+
     art = _copy(artifact, tmp_path / "v.wi")
-    mpath = os.path.join(art, "manifest.json")
-    m = json.load(open(mpath))
-    m["version"] = 99
-    json.dump(m, open(mpath, "w"))
+    m = load(art)
+    sign_manifest(art, dict(m, version=99))
     with pytest.raises(WebinferError, match="format version 99"):
         webinfer.InferenceSession(art)
-    m["version"] = VERSION
     m["shards"][0]["file"] = "../../etc/passwd"
-    json.dump(m, open(mpath, "w"))
-    with pytest.raises(WebinferError, match="unsafe file path"):
+    sign_manifest(art, m)
+    with pytest.raises(WebinferError, match=r"shards\[0\]\.file: unsafe or misplaced file path"):
         webinfer.InferenceSession(art)
 
 

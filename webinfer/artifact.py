@@ -18,10 +18,8 @@ import os
 import re
 
 from .errors import WebinferError
+from .manifest import FORMAT, VERSION, Manifest, WeightPacker, check_step_shader, parse_manifest
 
-FORMAT = "webinfer-artifact"
-VERSION = 2
-SHARD_BYTES = 16 * 1024 * 1024
 _SAFE_PATH = re.compile(r"^(shaders|weights|assets)/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 MANIFEST = "manifest.json"
 MANIFEST_SHA = "manifest.sha256"
@@ -39,6 +37,7 @@ class ArtifactWriter:
         self.shaders: list[str] = []
         self._shader_index: dict[str, int] = {}
         self.shards: list[bytearray] = [bytearray()]
+        self.packer = WeightPacker()
         self.assets: dict[str, bytes] = {}
 
     def add_shader(self, wgsl: str) -> int:
@@ -49,23 +48,15 @@ class ArtifactWriter:
         return self._shader_index[wgsl]
 
     def add_weight(self, data: bytes) -> list[list[int]]:
-        """Append bytes, splitting across shards; returns chunks [shard, offset, nbytes, dst_offset]."""
-        chunks = []
-        done = 0
-        while done < len(data) or not chunks:
-            shard = self.shards[-1]
-            pad = (-len(shard)) % 256
-            if len(shard) + pad >= SHARD_BYTES:
+        """Append bytes, splitting across shards (manifest.WeightPacker); returns chunks
+        [shard, offset, nbytes, dst_offset]."""
+        chunks = self.packer.add(len(data))
+        for shard, offset, n, dst in chunks:
+            while len(self.shards) <= shard:
                 self.shards.append(bytearray())
-                continue
-            shard.extend(b"\0" * pad)
-            room = SHARD_BYTES - len(shard)
-            piece = data[done : done + room]
-            chunks.append([len(self.shards) - 1, len(shard), len(piece), done])
-            shard.extend(piece)
-            done += len(piece)
-            if not data:
-                break
+            buf = self.shards[shard]
+            buf.extend(b"\0" * (offset - len(buf)))
+            buf.extend(data[dst : dst + n])
         return chunks
 
     def add_asset(self, name: str, data: bytes) -> str:
@@ -76,18 +67,36 @@ class ArtifactWriter:
         return rel
 
     def write(self, manifest: dict) -> dict:
+        shaders = {f"shaders/k{i:04d}.wgsl": wgsl.encode() for i, wgsl in enumerate(self.shaders)}
+        shards = {f"weights/shard-{i:03d}.bin": bytes(s) for i, s in enumerate(self.shards)}
+        entry = lambda rel, data: {"file": rel, "bytes": len(data), "sha256": sha256(data)}  # noqa: E731
+        manifest = dict(manifest, format=FORMAT, version=VERSION,
+                        shaders=[entry(rel, data) for rel, data in shaders.items()],
+                        shards=[entry(rel, data) for rel, data in shards.items()],
+                        assets={rel: entry(rel, data) for rel, data in self.assets.items()})
+        self._check_own(manifest)  # before anything is written or replaced
         self._clear_target()
-        os.makedirs(os.path.join(self.path, "shaders"), exist_ok=True)
-        os.makedirs(os.path.join(self.path, "weights"), exist_ok=True)
-        files = []
-        for i, wgsl in enumerate(self.shaders):
-            files.append(self._write_file(f"shaders/k{i:04d}.wgsl", wgsl.encode()))
-        shards = [self._write_file(f"weights/shard-{i:03d}.bin", bytes(s)) for i, s in enumerate(self.shards)]
-        assets = {rel: self._write_file(rel, data) for rel, data in self.assets.items()}
-        manifest = dict(manifest, format=FORMAT, version=VERSION, shaders=files, shards=shards, assets=assets)
-        with open(os.path.join(self.path, "manifest.json"), "w") as f:
-            json.dump(manifest, f, indent=1)
+        for sub in ("shaders", "weights", *(["assets"] if self.assets else [])):
+            os.makedirs(os.path.join(self.path, sub), exist_ok=True)
+        for rel, data in {**shaders, **shards, **self.assets}.items():
+            with open(os.path.join(self.path, rel), "wb") as f:
+                f.write(data)
+        data = json.dumps(manifest, indent=1).encode()
+        with open(os.path.join(self.path, MANIFEST), "wb") as f:
+            f.write(data)
+        with open(os.path.join(self.path, MANIFEST_SHA), "w") as f:
+            f.write(f"{sha256(data)}  {MANIFEST}\n")
         return manifest
+
+    def _check_own(self, manifest: dict) -> None:
+        """The builder holds itself to the schema the runtime enforces: a manifest it cannot read back is a
+        bug of ours, found at build time rather than by a user's run."""
+        try:
+            spec = parse_manifest(manifest, "the manifest just built")
+            for i, wgsl in enumerate(self.shaders):
+                shader_text(wgsl.encode(), spec, i, f"shader {i} just built")
+        except WebinferError as e:
+            raise RuntimeError(f"webinfer built an invalid artifact: {e}") from None
 
     def _clear_target(self) -> None:
         """Rebuilding over an old artifact replaces it; any other non-empty folder is left alone."""
@@ -100,14 +109,6 @@ class ArtifactWriter:
             folder = os.path.join(self.path, sub)
             if os.path.isdir(folder) and not os.path.islink(folder) and not os.listdir(folder):
                 os.rmdir(folder)
-
-    def _write_file(self, rel: str, data: bytes) -> dict:
-        if rel.startswith("assets/"):
-            os.makedirs(os.path.join(self.path, "assets"), exist_ok=True)
-        with open(os.path.join(self.path, rel), "wb") as f:
-            f.write(data)
-        return {"file": rel, "bytes": len(data), "sha256": sha256(data)}
-
 
 def check_replaceable(path: str) -> None:
     """``path`` may be (re)written as an artifact: it is missing, empty, or holds a webinfer artifact (its
@@ -148,24 +149,38 @@ def _list(value) -> list:
 
 
 class Artifact:
-    """A loaded artifact: the manifest plus checked access to its files."""
+    """A loaded artifact: the manifest (checked against manifest.sha256 and the schema, manifest.py) plus checked
+    access to its files. ``manifest`` is the JSON object, ``spec`` the typed one."""
 
-    def __init__(self, path: str, manifest: dict):
+    def __init__(self, path: str, manifest: dict, spec: Manifest | None = None):
         self.path = path
         self.manifest = manifest
+        self.spec = spec or parse_manifest(manifest, os.path.join(path, MANIFEST))
+        self._checked_shaders: dict[int, str] = {}
 
     @classmethod
     def load(cls, path: str) -> "Artifact":
-        mpath = os.path.join(path, "manifest.json")
+        mpath = os.path.join(path, MANIFEST)
         if not os.path.isfile(mpath):
             raise WebinferError(f"{path}: not a webinfer artifact (no manifest.json)")
+        art = cls.__new__(cls)
+        art.path = path
+        raw = art._read_plain(MANIFEST)
+        if not os.path.lexists(os.path.join(path, MANIFEST_SHA)):
+            raise WebinferError(f"{path}: no {MANIFEST_SHA} beside the manifest (an artifact from an older "
+                                "webinfer, or a damaged one); rebuild it")
+        sha = art._read_plain(MANIFEST_SHA)
+        manifest, spec = parse_manifest_bytes(raw, sha, mpath)
+        cls.__init__(art, path, manifest, spec)
+        return art
+
+    def _read_plain(self, rel: str) -> bytes:
+        full = self.file_path(rel)
         try:
-            with open(mpath) as f:
-                manifest = json.load(f)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise WebinferError(f"{mpath}: manifest is not valid JSON ({e})") from None
-        check_manifest(manifest, mpath)
-        return cls(path, manifest)
+            with open(full, "rb") as f:
+                return f.read()
+        except OSError:
+            raise WebinferError(f"{full}: missing or unreadable") from None
 
     def read(self, entry: dict) -> bytes:
         """Read one file named by the manifest, checking its size and sha256."""
@@ -175,7 +190,7 @@ class Artifact:
             with open(full, "rb") as f:
                 data = f.read()
         except OSError:
-            raise WebinferError(f"{full}: file named by the manifest is missing") from None
+            raise WebinferError(f"{full}: file named by the manifest is missing or unreadable") from None
         verify(entry, data, full)
         return data
 
@@ -188,21 +203,65 @@ class Artifact:
         return full
 
     def files(self) -> list[str]:
-        """Every file that makes up the artifact (relative paths): the manifest and the files it names."""
+        """Every file that makes up the artifact (relative paths): the manifest, its sha256 and the files it
+        names."""
         m = self.manifest
-        named = [e["file"] for e in m["shaders"]] + [e["file"] for e in m["shards"]] + list(m.get("assets", {}))
-        extra = [MANIFEST_SHA] if os.path.isfile(os.path.join(self.path, MANIFEST_SHA)) else []
-        files = [MANIFEST, *extra, *named]
+        named = [e["file"] for e in m["shaders"]] + [e["file"] for e in m["shards"]] + list(m["assets"])
+        files = [MANIFEST, MANIFEST_SHA, *named]
         for rel in files:
             self.file_path(rel)
         return files
 
-    def shader_sources(self) -> list[str]:
-        return [self.read(e).decode() for e in self.manifest["shaders"]]
-
     def shader(self, index: int) -> str:
-        """One shader's source (a session reads only its program's)."""
-        return self.read(self.manifest["shaders"][index]).decode()
+        """One shader's source, checked: its bytes (sha256), UTF-8, and its bindings and uniforms against every
+        step that runs it (a session reads only its program's shaders)."""
+        if index not in self._checked_shaders:
+            entry = self.manifest["shaders"][index]
+            self._checked_shaders[index] = shader_text(self.read(entry), self.spec, index,
+                                                       self.file_path(entry["file"]))
+        return self._checked_shaders[index]
+
+    def shader_sources(self) -> list[str]:
+        return [self.shader(i) for i in range(len(self.manifest["shaders"]))]
+
+    def verify_all(self) -> None:
+        """Everything a run of any program would check in the files: every shard's and asset's bytes, every
+        shader's bytes, text, bindings and uniforms."""
+        self.shader_sources()
+        for entry in self.manifest["shards"]:
+            self.read(entry)
+        for entry in self.manifest["assets"].values():
+            self.read(entry)
+
+
+def parse_manifest_bytes(raw: bytes, sha_text: bytes, where: str) -> tuple[dict, Manifest]:
+    """manifest.json's bytes, checked against manifest.sha256 (``<hex>  manifest.json``), then parsed: the JSON
+    object and the typed manifest. Shared by the native loader and the browser page."""
+    want = sha_text.decode("ascii", "replace").split()
+    if not want or want[0] != sha256(raw):
+        raise WebinferError(f"{where}: sha256 does not match {MANIFEST_SHA} (manifest altered or corrupt)")
+    try:
+        manifest = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise WebinferError(f"{where}: manifest is not valid JSON ({type(e).__name__}: {str(e)[:80]})") from None
+    return manifest, parse_manifest(manifest, where)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def shader_text(data: bytes, spec: Manifest, index: int, where: str) -> str:
+    """A shader file's text (UTF-8), checked against every step (of any program) that runs it."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise WebinferError(f"{where}: shader is not UTF-8 text (byte {e.start})") from None
+    for program in spec.programs:
+        for step in program.steps:
+            if step.shader == index:
+                check_step_shader(step, text, where)
+    return text
 
 
 def program_view(manifest: dict, index: int) -> dict:
@@ -213,25 +272,6 @@ def program_view(manifest: dict, index: int) -> dict:
     p = programs[index]
     return dict(manifest, steps=p["steps"], outputs=p["outputs"], placement=p.get("placement", []),
                 control=p.get("control", []), guards=p.get("guards", []), program=p, program_index=index)
-
-
-def check_manifest(manifest: dict, where: str) -> None:
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise WebinferError(f"{where}: not a webinfer artifact manifest")
-    if manifest.get("version") != VERSION:
-        raise WebinferError(
-            f"{where}: artifact format version {manifest.get('version')} is not supported "
-            f"(this webinfer reads version {VERSION}); rebuild the model"
-        )
-    if not isinstance(manifest.get("programs"), list) or not manifest["programs"]:
-        raise WebinferError(f"{where}: manifest has no programs")
-    for group in ("shaders", "shards"):
-        for entry in manifest.get(group, []):
-            if not _SAFE_PATH.match(str(entry.get("file", ""))):
-                raise WebinferError(f"{where}: manifest names an unsafe file path {entry.get('file')!r}")
-    for rel in manifest.get("assets", {}):
-        if not _SAFE_PATH.match(rel):
-            raise WebinferError(f"{where}: manifest names an unsafe file path {rel!r}")
 
 
 def verify(entry: dict, data: bytes, name: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Union
 
+from .errors import WebinferError
+
 Dim = Union[int, "Sym"]
 _ONE: tuple = ()
 
@@ -267,5 +269,8 @@ def evaluate(j, env: dict[str, int]) -> int:
             out *= evaluate(f, env)
         return out
     if op in _OPS:
-        return _OPS[op](evaluate(j[1], env), evaluate(j[2], env))
+        a, b = evaluate(j[1], env), evaluate(j[2], env)
+        if b == 0 and op in ("//", "%"):
+            raise WebinferError(f"a dim expression divides by zero: {to_text(from_json(j))}")
+        return _OPS[op](a, b)
     raise ValueError(f"unknown dim expression operator {op!r}")

@@ -71,7 +71,9 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
     from .artifact import Artifact, program_view
     from .report import build_report, report_table
 
-    m = Artifact.load(path).manifest
+    art = Artifact.load(path)
+    m = art.manifest
+    verified = verify_artifact(art)
     for name in dim_values or {}:
         if name not in m.get("dims", []):
             raise WebinferError(f"--dim {name}: the artifact has no symbolic dim named {name!r} (its symbolic dims: "
@@ -95,6 +97,7 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
            f"target {opts.get('target', '?')}, limits {opts.get('limits', '?')}; {len(m['shaders'])} distinct shaders; "
            f"weights {_mib(weight_bytes)} in {len(m['shards'])} shard(s); symbolic dims: "
            f"{', '.join(m.get('dims', [])) or 'none'}",
+           verified,
            "", _table(programs, ["program", "kernels", "shaders", "tuned for", "requires"]), "",
            (f"on this machine: {choice.kernel_class} ({choice.why})" if choice
             else f"on this machine: {no_choice}"),
@@ -105,6 +108,26 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
            report_table(build_report(view, dim_values)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
     return "\n".join(out)
+
+
+def verify_artifact(art) -> str:
+    """Everything a run checks, for every program: the manifest (loaded), every file's bytes, every shader's
+    text, bindings and uniforms, and (with a WebGPU adapter) that the device compiles every shader."""
+    art.verify_all()
+    files = 2 + len(art.manifest["shaders"]) + len(art.manifest["shards"]) + len(art.manifest["assets"])
+    try:
+        from .runtime.native import naga_wgsl, request_device
+
+        device = request_device()
+    except Exception as e:  # no wgpu or no adapter: the files are still checked
+        return f"verified: {files} files (sha256), shaders not compiled (no WebGPU adapter: {type(e).__name__})"
+    for i, entry in enumerate(art.manifest["shaders"]):
+        try:
+            device.create_shader_module(code=naga_wgsl(art.shader(i)))
+        except Exception as e:  # wgpu's GPUValidationError with the compiler's report
+            lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()] or [type(e).__name__]
+            raise WebinferError(f"{art.file_path(entry['file'])}: the device refuses the shader: {lines[0][:160]}") from None
+    return f"verified: {files} files (sha256), {len(art.manifest['shaders'])} shaders compiled"
 
 
 def _choice_here(manifest: dict):

@@ -127,16 +127,16 @@ class BrowserDevice(Device):
             view = memoryview(bytes(view) + b"\0" * (-len(view) % 4))
         self.device.queue.writeBuffer(buffer, offset, self._to_js(view))
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool):
+    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
         entries = [{"binding": i, "visibility": self._compute,
                     "buffer": {"type": "storage" if wr else "read-only-storage"}} for i, wr in enumerate(writes)]
         if has_uniform:
             entries.append({"binding": len(writes), "visibility": self._compute, "buffer": {"type": "uniform"}})
         layout = self.device.createBindGroupLayout(self._obj({"entries": entries}))
-        module = self.device.createShaderModule(self._obj({"code": wgsl}))
+        module = self.device.createShaderModule(self._obj({"code": wgsl, "label": label}))
         pipeline_layout = self.device.createPipelineLayout(self._obj({"bindGroupLayouts": [layout]}))
         pipeline = self.device.createComputePipeline(
-            self._obj({"layout": pipeline_layout, "compute": {"module": module, "entryPoint": "main"}}))
+            self._obj({"layout": pipeline_layout, "label": label, "compute": {"module": module, "entryPoint": "main"}}))
         return (pipeline, layout)
 
     def create_bind_group(self, pipeline, entries: list[tuple]):
@@ -198,20 +198,18 @@ async def fetch_artifact(base_url: str, dest: str) -> str:
 
     Only the files its manifest names are fetched (their sha256 is checked when the session loads them).
     """
-    import json
     import os
 
-    from ..artifact import check_manifest
+    from ..artifact import MANIFEST_SHA, parse_manifest_bytes
 
     base = base_url if base_url.endswith("/") else base_url + "/"
-    raw = await fetch_bytes(base + "manifest.json")
-    manifest = json.loads(raw)
-    check_manifest(manifest, base + "manifest.json")
-    files = [e["file"] for e in manifest.get("shaders", []) + manifest.get("shards", [])]
-    files += list(manifest.get("assets", {}))
+    raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
+    manifest, _ = parse_manifest_bytes(raw, sha, base + "manifest.json")
+    files = [e["file"] for e in manifest["shaders"] + manifest["shards"]] + list(manifest["assets"])
     os.makedirs(dest, exist_ok=True)
-    with open(os.path.join(dest, "manifest.json"), "wb") as f:
-        f.write(raw)
+    for rel, data in (("manifest.json", raw), (MANIFEST_SHA, sha)):
+        with open(os.path.join(dest, rel), "wb") as f:
+            f.write(data)
     for rel in files:
         path = os.path.join(dest, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -23,9 +23,10 @@ class Device:
     def write_buffer(self, buffer, offset: int, data) -> None:
         raise NotImplementedError
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool):
+    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
         """A compute pipeline with an explicit layout: storage bindings (read-only unless written),
-        then one uniform binding when the kernel has symbolic params."""
+        then one uniform binding when the kernel has symbolic params. ``label`` names the shader in the
+        device's own error messages (its file and kernel)."""
         raise NotImplementedError
 
     def create_bind_group(self, pipeline, entries: list[tuple]):

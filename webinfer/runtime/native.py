@@ -10,6 +10,8 @@ from .device import Device
 from .select import AdapterFacts, adapter_type
 
 _DEVICE = None
+_PIPELINES: dict[tuple, tuple] = {}  # (wgsl, writes, uniform) -> (pipeline, bind group layout), oldest first
+_MAX_PIPELINES = 512
 
 
 def request_device():
@@ -74,7 +76,17 @@ class NativeDevice(Device):
     def write_buffer(self, buffer, offset: int, data) -> None:
         self.device.queue.write_buffer(buffer, offset, data)
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool):
+    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
+        """A compute pipeline, shared by every session of the process (the device is one per process; lavapipe
+        compiles at creation, ~35 ms per kernel, so a second session of an artifact starts at once)."""
+        key = (wgsl, tuple(writes), has_uniform)
+        if key not in _PIPELINES:
+            if len(_PIPELINES) >= _MAX_PIPELINES:
+                del _PIPELINES[next(iter(_PIPELINES))]
+            _PIPELINES[key] = self._create_pipeline(wgsl, writes, has_uniform, label)
+        return _PIPELINES[key]
+
+    def _create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str):
         w = self._wgpu
         entries = [
             {"binding": i, "visibility": w.ShaderStage.COMPUTE,
@@ -85,7 +97,7 @@ class NativeDevice(Device):
             entries.append({"binding": len(writes), "visibility": w.ShaderStage.COMPUTE,
                             "buffer": {"type": w.BufferBindingType.uniform}})
         layout = self.device.create_bind_group_layout(entries=entries)
-        module = self.device.create_shader_module(code=naga_wgsl(wgsl))
+        module = self.device.create_shader_module(label=label, code=naga_wgsl(wgsl))
         pipeline = self.device.create_compute_pipeline(
             layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": module, "entry_point": "main"},

@@ -21,6 +21,7 @@ from .select import choose_program
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
+_RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "f32": (-(2**24), 2**24)}  # f32: exact integers
 
 
 class IOInfo:
@@ -55,7 +56,7 @@ class SessionCore:
             writes = [False] * len(step["reads"]) + [True] * len(step["writes"])
             key = (step["shader"], tuple(writes), bool(step["uniforms"]))
             if key not in self._pipelines:
-                self._pipelines[key] = device.create_pipeline(shader(step["shader"]), writes, bool(step["uniforms"]))
+                self._pipelines[key] = self._pipeline(shader(step["shader"]), step, writes)
             self.step_pipelines.append(self._pipelines[key])
         self.weights = self._upload_weights(read_shard) if weights is None else self._check_weights(weights)
         self.bounds: dict[str, int] = dict(manifest.get("bounds", {}))
@@ -71,6 +72,18 @@ class SessionCore:
         self.state_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["capacity"])) for tid in self.states)
         self._plans = PlanCache(device)
         self._size_check = SizeCheck([_numel(t) for t in self.tensors], self.bounds)
+
+    def _pipeline(self, wgsl: str, step: dict, writes: list[bool]):
+        """A compute pipeline; a shader the device refuses is named (file, kernel) in one line."""
+        label = f"{self.manifest['shaders'][step['shader']]['file']} ({step['label']})"
+        try:
+            return self.device.create_pipeline(wgsl, writes, bool(step["uniforms"]), label=label)
+        except WebinferError:
+            raise
+        except Exception as e:  # wgpu's GPUValidationError (naga's report); the browser's come with its next read
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            first = next((ln for ln in lines if "error" in ln.lower() and ln != "Validation Error"), lines[:1] or [""])
+            raise WebinferError(f"{label}: the device refuses the shader: {str(first)[:160]}") from None
 
     def gpu_bytes(self) -> dict:
         """GPU memory this session holds: weights, KV-cache states, and the cached plans' buffers."""
@@ -179,6 +192,7 @@ class SessionCore:
         self._plans.make_room()
         numel = [D.evaluate(_numel(t), size_env) for t in self.tensors]
         base = [self._base(tid) for tid in range(len(self.tensors))]
+        self._check_sizes(numel, base, size_env)
         buffers, owned = self._allocate(numel, base)
         entries, ubytes = [], 0
         shared: dict[str, object] = {}  # steps with the same uniform expressions share one buffer
@@ -210,8 +224,26 @@ class SessionCore:
         self._plans.put(key, plan)
         return plan
 
+    def _check_sizes(self, numel: list[int], base: list[int], env: dict) -> None:
+        """Sizes at these dims: no negative dim, no buffer past the device's maximum, no view past its tensor."""
+        limit = self.device.limits.get("max-buffer-size", 1 << 28)
+        for tid, n in enumerate(numel):
+            t = self.tensors[tid]
+            if n < 0 or any(D.evaluate(d, env) < 0 for d in t["shape"]):
+                raise WebinferError(f"tensor {tid} has a negative dim at these dims ({_shape_text(t['shape'])})")
+            if self._nbytes(tid, n) > limit:
+                raise WebinferError(f"tensor {tid} needs {self._nbytes(tid, n)} bytes at these dims, more than "
+                                    f"this device's largest buffer ({limit})")
+            if base[tid] != tid and n > numel[base[tid]]:
+                raise WebinferError(f"tensor {tid} is a view of {numel[base[tid]]} elements of tensor {base[tid]} "
+                                    f"but has {n} at these dims")
+
     def _uniform_bytes(self, step: dict, env: dict) -> bytes:
         values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
+        for (name, typ, _), v in zip(step["uniforms"], values):
+            lo, hi = _RANGES[typ]
+            if not lo <= v <= hi:
+                raise WebinferError(f"kernel {step['label']}: uniform {name} = {v} does not fit {typ} at these dims")
         data = struct.pack("<" + "".join(_PACK[t] for _, t, _ in step["uniforms"]), *values)
         return data + b"\0" * ((-len(data)) % 16)
 
@@ -384,7 +416,10 @@ def step_runs(step: dict, env: dict) -> bool:
         op, expr, value = when
         if (D.evaluate(expr, env) == value) != (op == "eq"):
             return False
-    return all(D.evaluate(g, env) > 0 for g in step["grid"])
+    grid = [D.evaluate(g, env) for g in step["grid"]]
+    if min(grid) < 0:
+        raise WebinferError(f"kernel {step['label']} has a negative grid {grid} at these dims")
+    return min(grid) > 0
 
 
 def _numel(t: dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..artifact import check_manifest, verify
+from ..artifact import MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
 from ..errors import WebinferError
 from . import vision
 from .select import choose_program
@@ -34,12 +34,8 @@ class PageSession:
         from .browser import BrowserDevice, fetch_bytes
 
         base = artifact_url if artifact_url.endswith("/") else artifact_url + "/"
-        raw = await fetch_bytes(base + "manifest.json")
-        try:
-            manifest = json.loads(raw)
-        except ValueError as e:
-            raise WebinferError(f"{base}manifest.json is not valid JSON ({e})") from None
-        check_manifest(manifest, base + "manifest.json")
+        raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
+        manifest, spec = parse_manifest_bytes(raw, sha, base + "manifest.json")
         gpu = gpu or BrowserDevice(adapter, device)
         choice = choose_program(manifest, gpu.facts(), kernel_class)
         shaders: list = [None] * len(manifest["shaders"])  # only the chosen program's are fetched
@@ -47,7 +43,7 @@ class PageSession:
             entry = manifest["shaders"][i]
             data = await fetch_bytes(base + entry["file"])
             verify(entry, data, base + entry["file"])
-            shaders[i] = data.decode()
+            shaders[i] = shader_text(data, spec, i, base + entry["file"])
         assets = {}
         for rel, entry in manifest.get("assets", {}).items():
             data = await fetch_bytes(base + rel)

@@ -187,6 +187,19 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
   return { pairs, total, fromCache, shards: manifest.shards.length };
 }
 
+// The manifest, checked against manifest.sha256 before its chunk table is trusted (Python checks it again,
+// with the whole schema, when it opens the session).
+async function fetchManifest(artifactURL) {
+  const [mresp, sresp] = await Promise.all(["manifest.json", "manifest.sha256"].map((f) => fetch(new URL(f, artifactURL))));
+  for (const r of [mresp, sresp]) if (!r.ok) throw new Error(`GET ${r.url}: HTTP ${r.status}`);
+  const raw = await mresp.arrayBuffer();
+  const want = (await sresp.text()).trim().split(/\s+/)[0];
+  if (hex(await crypto.subtle.digest("SHA-256", raw)) !== want) {
+    throw new Error(`${mresp.url}: sha256 does not match manifest.sha256 (manifest altered or corrupt)`);
+  }
+  return JSON.parse(new TextDecoder().decode(raw));
+}
+
 // -- operations ------------------------------------------------------------------------------------------
 async function load({ url, kind, kernelClass }, post) {
   const progress = (p) => post({ type: "progress", progress: p });
@@ -196,9 +209,7 @@ async function load({ url, kind, kernelClass }, post) {
   const py = python();  // Pyodide boots while the weights stream in
   const { adapter, device } = await gpu();
   const t = performance.now();
-  const mresp = await fetch(new URL("manifest.json", artifactURL));
-  if (!mresp.ok) throw new Error(`GET ${artifactURL}manifest.json: HTTP ${mresp.status}`);
-  const manifest = await mresp.json();
+  const manifest = await fetchManifest(artifactURL);
   const program = chooseProgram(manifest, adapter, device, kernelClass);
   const weights = await loadWeights(device, artifactURL, manifest, progress, program);
   Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,

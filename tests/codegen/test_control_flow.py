@@ -132,6 +132,35 @@ def test_loop_bound_is_enforced(tmp_path, monkeypatch):
         sess.run(None, feeds)
 
 
+def test_loop_slicing_by_its_iteration_checks_the_guard_per_iteration(tmp_path):
+    """The body slices a constant at [i, i + 1] (onnx's test_loop11): the build's guard on the slice bounds names
+    the iteration dim, so it is checked when the dim is set, not when the feeds are bound (which failed)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["i", "one"], ["end"]),
+         helper.make_node("Unsqueeze", ["i", "axes"], ["start1"]),
+         helper.make_node("Unsqueeze", ["end", "axes"], ["end1"]),
+         helper.make_node("Slice", ["table", "start1", "end1"], ["piece"]),
+         helper.make_node("Add", ["y_in", "piece"], ["y_out"]),
+         helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan"])],
+        "body", [vi("i", I64, []), vi("c", B, []), vi("y_in", F, [1])],
+        [vi("c_out", B, []), vi("y_out", F, [1]), vi("scan", F, [1])])
+    body.initializer.extend([helper.make_tensor("one", I64, [], [1]), helper.make_tensor("axes", I64, [1], [0])])
+    m = model([helper.make_node("Loop", ["trip", "c0", "y0"], ["y", "ys"], body=body)],
+              [vi("trip", I64, []), vi("c0", B, []), vi("y0", F, [1])], [vi("y", F, [1]), vi("ys", F, None)])
+    m.graph.initializer.append(helper.make_tensor("table", F, [5], [1.0, 2.0, 3.0, 4.0, 5.0]))
+    sess, manifest = session(m, tmp_path)
+    assert any("__loop" in str(expr) for expr, _ in manifest["guards"])
+    for trip in (5, 2, 0):
+        feeds = {"trip": np.array(trip, np.int64), "c0": np.array(True), "y0": np.array([-1.0], np.float32)}
+        if trip:
+            same(sess, m, feeds)
+        else:
+            np.testing.assert_array_equal(sess.run(None, feeds)[0], feeds["y0"])
+    with pytest.raises(WebinferError, match="outside what this artifact was built for: Slice"):
+        sess.run(None, {"trip": np.array(6, np.int64), "c0": np.array(True), "y0": np.zeros(1, np.float32)})
+
+
 @pytest.mark.parametrize("directions", [(0, 0), (1, 1)])
 def test_scan_axes_and_directions(tmp_path, directions):
     """Scan over axis 1 of a symbolic-length input, output stacked on axis 1, forward or reversed; a nested Loop

@@ -141,6 +141,9 @@ class Executor:
         buffers may hold another run's last iteration)."""
         changed = set(values)
         self.env.update(values)
+        from .session import check_guards
+
+        check_guards(self.core.manifest, self.env, changed)
         written = set()
         for i in range(lo, hi):
             entry = self.entries.get(i)

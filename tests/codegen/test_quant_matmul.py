@@ -84,6 +84,23 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
             np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
 
 
+@pytest.mark.parametrize("target", ["gpu", "gpu-dp4a"])
+def test_weights_of_different_shapes_share_one_shader(tmp_path, target):
+    """Two quantized products of different K and N in a row: their decode GEMVs (and dp4a's activation
+    passes) run one shader each, the sizes being uniforms; the result is checked against numpy."""
+    w1, w2 = rng.normal(size=(64, 40)).astype(np.float32), rng.normal(size=(40, 96)).astype(np.float32)
+    proto = model_with([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 64])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 96])],
+                       [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2")])
+    sess = build_quantized(proto, "int8", tmp_path, target, dims={"b": 1, "s": 1})
+    steps = sess.program["steps"]
+    assert len(steps) == (4 if target == "gpu-dp4a" else 2)
+    assert len({s["shader"] for s in steps}) == len(steps) // 2, [s["label"] for s in steps]
+    x = rng.normal(size=(1, 1, 64)).astype(np.float32)
+    want = x @ w1 @ w2
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=0.05, atol=0.05 * np.abs(want).max())
+
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("fmt", ["int8", "int4"])

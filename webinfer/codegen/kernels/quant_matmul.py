@@ -85,9 +85,11 @@ def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool,
               layout: dict) -> None:
     """The GPU class's decode GEMV (gemv.wgsl.j2 'nk'). With the class's dp4a knob and int8/int4 weights, a
     first pass quantizes x to int8 blocks and the GEMV takes packed integer dot products."""
-    common = dict(when=when, fmt=fmt, K=k, N=n, xvec=k % 4 == 0)
+    nb = -(-k // 32)
+    wpr = {"f32": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
+    sizes = {"K": k, "N": n, "NB": nb, "WPR": wpr, **({"NBQ": layout["NBQ"]} if "NBQ" in layout else {})}
+    common = dict(when=when, fmt=fmt, xvec=k % 4 == 0, params=sizes)
     if ctx.kclass.use_dp4a and fmt in ("int8", "int4"):
-        nb = -(-k // 32)
         xq, xs = ctx.temp("uint32", (nb * 8,)), ctx.temp("float32", (nb * 2,))
         ctx.dispatch("gemv.wgsl.j2", {"x": reads["x"]}, {"xq": xq, "xs": xs}, work=nb, wg=64, kind="quantize_x",
                      vec4_vars=["x"] if k % 4 == 0 else [], **common)
@@ -126,7 +128,7 @@ def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wve
     tiled_matmul(ctx, {"a": reads.pop("x"), **reads}, out, t, (rows, n, 1), params, when=when, brank=0, ct="f32",
                  epilogue=epilogue,
                  epilogue_fn=epilogue_fn, has_c=has_bias, zero={}, a_src="vec" if a_vec else "strided",
-                 b_src="q", fmt=fmt, p_k=k, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []),
+                 b_src="q", fmt=fmt, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []),
                  **layout)
 
 

@@ -125,6 +125,24 @@ def test_expand_to_its_input_shape_removed_and_a_real_broadcast_kept():
     assert ops(m).count("Expand") == 1 and n == 1
 
 
+def test_cast_moves_below_movement_and_a_range_takes_an_added_offset():
+    """reorder: Cast(m) -> Flatten -> Gather becomes Flatten -> Gather -> Cast (the Cast stays for a Shape
+    reading it); Range(0, n) + c becomes Range(c, n + c). Results vs onnxruntime on the original."""
+    p = model([h.make_node("Cast", ["m"], ["b"], to=onnx.TensorProto.BOOL), h.make_node("Shape", ["b"], ["s"]),
+               h.make_node("Flatten", ["b"], ["f"], axis=0), h.make_node("Gather", ["f", "idx"], ["g"], axis=1),
+               h.make_node("Not", ["g"], ["y"]),
+               h.make_node("Gather", ["s", "one"], ["n"], axis=0), h.make_node("Range", ["zero", "n", "one"], ["r"]),
+               h.make_node("Add", ["r", "c"], ["z"])],
+              [("m", I64, [2, 3]), ("c", I64, [])], [("y", onnx.TensorProto.BOOL, [1, 4]), ("z", I64, [3])],
+              inits=[("idx", np.array([0, 5, 2, 3], np.int64)), ("one", np.array(1, np.int64)),
+                     ("zero", np.array(0, np.int64))])
+    feeds = {"m": np.array([[0, 1, 2], [1, 0, 5]], np.int64), "c": np.array(7, np.int64)}
+    m, n = apply(p, "reorder", feeds=feeds)
+    order = ops(m)
+    assert order == ["Cast", "Shape", "Flatten", "Gather", "Cast", "Not", "Gather", "Add", "Add", "Range"], order
+    assert n == 3  # two hops of the Cast, one Range
+
+
 # -- pair cancellation --------------------------------------------------------------------------
 
 def _cast_pair(src, mid, dst):

@@ -23,6 +23,7 @@ from . import (
     fuse_norms,
     identity,
     matmul_gemm,
+    reorder,
 )
 
 # Order matters a little: folding first exposes constants; identity/cse before the pair rules expose
@@ -37,6 +38,7 @@ CLEANUP = {
     "cancel": cancel.run,
     "conv_bn": conv_bn.run,
     "matmul_gemm": matmul_gemm.run,
+    "reorder": reorder.run,
 }
 # Fusions (see docs/architecture.md, "Fusions"): norms and activations are recognised first (their
 # primitives are elementwise too), then elementwise chains, so that an epilogue arrives as one program

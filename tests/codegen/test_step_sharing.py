@@ -43,3 +43,18 @@ def test_the_parts_of_a_concat_share_one_shader(tmp_path):
     rng = np.random.default_rng(0)
     feeds = {"a": rng.standard_normal((4, 3)).astype(np.float32), "b": rng.standard_normal((4, 3)).astype(np.float32)}
     np.testing.assert_array_equal(session.run(["y"], feeds)[0], ReferenceEvaluator(proto).run(None, feeds)[0])
+
+
+def test_ranges_from_zero_and_from_an_offset_share_one_shader(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["p", "n"])
+    ys = [helper.make_tensor_value_info(y, TensorProto.INT64, None) for y in ("a", "b")]
+    i64 = lambda name, v: helper.make_tensor(name, TensorProto.INT64, [], [v])  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["p"]),
+             helper.make_node("Gather", ["s", "one"], ["n"]), helper.make_node("Add", ["p", "n"], ["pn"]),
+             helper.make_node("Range", ["zero", "n", "one"], ["a"]), helper.make_node("Range", ["p", "pn", "one"], ["b"])]
+    proto, session = _session(nodes, [x], ys, tmp_path, [i64("zero", 0), i64("one", 1)])
+    steps = session.program["steps"]
+    assert len(steps) == 2 and steps[0]["shader"] == steps[1]["shader"], steps
+    feeds = {"x": np.zeros((3, 70), np.float32)}
+    for got, want in zip(session.run(["a", "b"], feeds), ReferenceEvaluator(proto).run(None, feeds)):
+        np.testing.assert_array_equal(got, want)

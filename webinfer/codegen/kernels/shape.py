@@ -11,6 +11,7 @@ import numpy as np
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
+from .. import emit
 from ..emit import wgsl_literal
 from ..nested import is_nested
 from ..registry import lowering
@@ -157,7 +158,9 @@ def lower_range(ctx) -> None:
         return ctx.set_host(0, dt, (n,), [D.add(start, k * delta) for k in range(n)])
     out = ctx.output(0, dt, (n,))
     ct = compute_type(dt)
-    generate(ctx, out, f"start + {ct}(gi) * delta", {"start": (ct, start), "delta": (ct, delta)})
+    # an integer start stays a uniform even when 0: Range(0, n) and Range(past, past + n) share one shader
+    first = emit.offset(start, ct) if ct in ("i32", "u32") else (ct, start)
+    generate(ctx, out, f"start + {ct}(gi) * delta", {"start": first, "delta": (ct, delta)})
 
 
 @lowering("EyeLike")

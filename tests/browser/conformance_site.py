@@ -4,8 +4,8 @@ assemble one static site (web/conformance/ + Pyodide + webinfer's wheel + every 
 A case is picked per op among ``onnx/backend/test/data/node/test_*`` whose model's only op is that op (plain
 names before ``_expanded`` ones, shortest first) and that passes natively: built exactly like
 ``webinfer.backend.WebinferRep`` (small integer shape inputs baked in with ``input_values``), run on the
-native device, compared with the stored ``.pb`` outputs (same dtype and shape, rtol 1e-3, atol 1e-5, NaN
-equal). The expected outputs stay in the test process: the page sends raw outputs back and the test compares.
+native device, compared with the stored ``.pb`` outputs by the native runner's rule
+(``tests/conformance/cases.compare``: same dtype and shape, rtol 1e-3, atol 1e-5, NaN equal). The expected outputs stay in the test process: the page sends raw outputs back and the test compares.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-RTOL, ATOL = 1e-3, 1e-5
-NODE_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
+from tests.conformance.cases import compare  # noqa: F401  (the native runner's rule; test_conformance_browser uses it)
+from tests.conformance.cases import load_case as load_sets
+from tests.conformance.categories import NODE_DIR
+
 KNOWN_FAILURES = Path(__file__).with_name("browser_known_failures.tsv")
 SITE_TEMPLATE = Path(__file__).resolve().parents[2] / "web" / "conformance"
 MAX_TRIES = 40  # native candidates tried per op before it is reported as having no native-passing case
@@ -126,37 +128,10 @@ def _has_empty_tensor(name: str) -> bool:
 def load_case(name: str):
     """(model, feeds by graph input name, expected outputs) of data set 0 (sequences as lists, empty optionals
     None), the same loading as the native runner's."""
-    from tests.conformance.run import load_case as load_sets
 
     model, sets = load_sets(NODE_DIR / name)
     feeds, expected = sets[0]
     return model, feeds, expected
-
-
-def compare(expected: list, got: list) -> str | None:
-    """None when every output matches (dtype, shape, rtol/atol, NaN equal), else the first mismatch.
-    Sequences are lists (compared element by element), empty optionals None."""
-    if len(got) != len(expected):
-        return f"{len(got)} outputs, expected {len(expected)}"
-    for i, (e, g) in enumerate(zip(expected, got)):
-        if e is None or g is None or isinstance(e, list) or isinstance(g, list):
-            if (e is None) != (g is None) or isinstance(e, list) != isinstance(g, list):
-                return f"output {i}: {type(g).__name__}, expected {type(e).__name__}"
-            why = compare(e, g) if isinstance(e, list) else None
-            if why:
-                return f"output {i} (a sequence): {why}"
-            continue
-        g = np.asarray(g)
-        if g.dtype != e.dtype or g.shape != e.shape:
-            return f"output {i}: got {g.dtype}{list(g.shape)}, expected {e.dtype}{list(e.shape)}"
-        try:
-            if e.dtype.kind in "fc":
-                np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
-            else:
-                np.testing.assert_array_equal(g, e)
-        except AssertionError as err:
-            return f"output {i}: " + " ".join(str(err).split())[:300]
-    return None
 
 
 def build_case(name: str, op: str, out_dir: str, device) -> tuple[Case | None, str]:

@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from . import categories, run
+from .cases import check_placement, compare
 
 
 def _report(capsys, lines: list[str]) -> None:
@@ -45,20 +46,20 @@ def test_node_tests_ratchet(capsys):
 # -- the runner's rules ------------------------------------------------------------------------------
 def test_compare_rules():
     a = np.array([1.0, np.nan, np.inf], dtype=np.float32)
-    assert run.compare([a], [a.copy()]) is None
-    assert run.compare([a], [a + np.float32(1e-3) * np.array([1, 0, 0], np.float32)]) is None  # within rtol
-    assert "mismatch" in run.compare([a], [np.array([1.1, np.nan, np.inf], np.float32)])
-    assert "NaN" in run.compare([a], [np.array([1.0, 0.0, np.inf], np.float32)])
-    assert "infinities" in run.compare([a], [np.array([1.0, np.nan, -np.inf], np.float32)])
-    assert "dtype" in run.compare([a], [a.astype(np.float64)])
-    assert "shape" in run.compare([a], [a.reshape(3, 1)])
-    assert "differ" in run.compare([np.array([1, 2])], [np.array([1, 3])])
-    assert "outputs" in run.compare([a, a], [a])
+    assert compare([a], [a.copy()]) is None
+    assert compare([a], [a + np.float32(1e-3) * np.array([1, 0, 0], np.float32)]) is None  # within rtol
+    assert "mismatch" in compare([a], [np.array([1.1, np.nan, np.inf], np.float32)])
+    assert "NaN" in compare([a], [np.array([1.0, 0.0, np.inf], np.float32)])
+    assert "infinities" in compare([a], [np.array([1.0, np.nan, -np.inf], np.float32)])
+    assert "dtype" in compare([a], [a.astype(np.float64)])
+    assert "shape" in compare([a], [a.reshape(3, 1)])
+    assert "differ" in compare([np.array([1, 2])], [np.array([1, 3])])
+    assert "outputs" in compare([a, a], [a])
     import ml_dtypes  # bfloat16/float8 compare as floats (NaNs equal), like onnx's own runner
 
     b = np.array([1.0, np.nan, 3.0], np.float32).astype(ml_dtypes.float8_e4m3fn)
-    assert run.compare([b], [b.copy()]) is None
-    assert "mismatch" in run.compare([b], [np.array([1.0, np.nan, 3.5], np.float32).astype(ml_dtypes.float8_e4m3fn)])
+    assert compare([b], [b.copy()]) is None
+    assert "mismatch" in compare([b], [np.array([1.0, np.nan, 3.5], np.float32).astype(ml_dtypes.float8_e4m3fn)])
 
 
 def _range_model():
@@ -75,10 +76,10 @@ def _model(nodes, inputs, outputs):
 
 def test_placement_rule():
     rng = _range_model()
-    assert "Range ran as folded" in run.check_placement(rng, [{"node": 0, "op": "Range", "where": "folded",
+    assert "Range ran as folded" in check_placement(rng, [{"node": 0, "op": "Range", "where": "folded",
                                                                 "elements": ["5"]}])
-    assert run.check_placement(rng, [{"node": 0, "op": "Range", "where": "gpu", "elements": ["5"]}]) is None
-    assert "cannot match" in run.check_placement(rng, [])
+    assert check_placement(rng, [{"node": 0, "op": "Range", "where": "gpu", "elements": ["5"]}]) is None
+    assert "cannot match" in check_placement(rng, [])
     # A float tensor built at build time from Shape(x) (a mask, a constant of that shape) is fine.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
@@ -87,19 +88,19 @@ def test_placement_rule():
     rows = [{"node": 0, "op": "Shape", "where": "host", "elements": ["2"]},
             {"node": 1, "op": "ConstantOfShape", "where": "folded", "elements": ["6"]},
             {"node": 2, "op": "Add", "where": "gpu", "elements": ["6"]}]
-    assert run.check_placement(masked, rows) is None
+    assert check_placement(masked, rows) is None
     # Data computed from x's values must not be folded or run on the host.
     data = _model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])], [x], [y])
     rows = [{"node": 0, "op": "Relu", "where": "gpu", "elements": ["6"]},
             {"node": 1, "op": "Neg", "where": "host", "elements": ["6"]}]
-    assert "Neg ran as host" in run.check_placement(data, rows)
+    assert "Neg ran as host" in check_placement(data, rows)
     # Integer shape arithmetic on the host is fine up to 64 elements, not beyond.
     xi = helper.make_tensor_value_info("x", TensorProto.INT64, [100])
     yi = helper.make_tensor_value_info("y", TensorProto.INT64, [100])
     ints = _model([helper.make_node("Neg", ["x"], ["y"])], [xi], [yi])
-    assert "100 elements" in run.check_placement(ints, [{"node": 0, "op": "Neg", "where": "host",
+    assert "100 elements" in check_placement(ints, [{"node": 0, "op": "Neg", "where": "host",
                                                           "elements": ["100"]}])
-    assert run.check_placement(ints, [{"node": 0, "op": "Neg", "where": "host", "elements": ["8"]}]) is None
+    assert check_placement(ints, [{"node": 0, "op": "Neg", "where": "host", "elements": ["8"]}]) is None
 
 
 def test_categories():

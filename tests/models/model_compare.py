@@ -19,7 +19,7 @@ def assert_close_to_peak(got, ref, what: str, rel: float = 1e-4) -> float:
 
 def assert_data_on_gpu(lowered_path, manifest: dict) -> None:
     """The conformance runner's placement rule on a whole model: only shape arithmetic on the host."""
-    from conformance.run import check_placement
+    from conformance.cases import check_placement
 
     for program in manifest["programs"]:
         why = check_placement(onnx.load(str(lowered_path)), program["placement"])

@@ -91,7 +91,6 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Range", host_inputs=(0, 1, 2), host_integers_only=True),
     OpSchema("Slice", host_inputs=(1, 2, 3, 4)),
     OpSchema("Pad", host_inputs=(1, 2, 3)),
-    OpSchema("Resize", host_inputs=(1, 2, 3)),
     OpSchema("Col2Im", host_inputs=(1, 2)),
     OpSchema("MaxUnpool", host_inputs=(2,)),
     OpSchema("AffineGrid", host_inputs=(1,)),
@@ -111,9 +110,12 @@ _DECLARED: list[OpSchema] = [
     OpSchema("MatMul", epilogue="FusedMatMul", base_inputs=2),
     OpSchema("Gemm", epilogue="FusedGemm", base_inputs=3),
     OpSchema("Conv", epilogue="FusedConv", base_inputs=3),
+    OpSchema("Resize", host_inputs=(1, 2, 3), epilogue="FusedResize", base_inputs=4),
     # -- webinfer's own ops: never folded (no reference implementation) ----------------------------
     # x, words, block params, bias (graph/quantize.py)
     OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=4),
+    # the image prologue's resize (graph/prepost.py): its normalisation runs in the resize kernel's store
+    OpSchema("ImageResize", WEBINFER_DOMAIN, epilogue="FusedImageResize", base_inputs=1),
     *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),
     OpSchema("SampleToken", WEBINFER_DOMAIN, random=True),
     # -- control flow: subgraphs that read outer values cannot be evaluated alone (codegen: control_flow)

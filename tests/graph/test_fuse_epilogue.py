@@ -58,3 +58,24 @@ def test_not_fused_when_output_is_reused_or_broadcast_bigger():
     p = model(nodes, feeds, ["a", "y", "gated"], {"w": randn(8, 3), "k": randn(6, 6, 1, 1)})
     assert after_pass(p, *FUSIONS) == ["MatMul", "Relu", "Conv", "Mul"]
     run_checked(p, feeds)
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_resize_takes_per_channel_per_column_and_residual_epilogues(target):
+    """An FPN-style upsample + lateral Add, a per-channel scale and a per-column bias run in the resize's store."""
+    nodes = [h.make_node("Resize", ["x", "", "scales"], ["up"], mode="linear"),
+             h.make_node("Mul", ["up", "g"], ["a"]), h.make_node("Add", ["a", "lateral"], ["b"]),
+             h.make_node("Add", ["b", "colbias"], ["c"]), h.make_node("Relu", ["c"], ["out"])]
+    feeds = {"x": randn(1, 3, 4, 5), "lateral": randn(1, 3, 8, 10)}
+    inits = {"scales": np.array([1, 1, 2, 2], np.float32), "g": randn(1, 3, 1, 1), "colbias": randn(10)}
+    p = model(nodes, feeds, ["out"], inits)
+    assert after_pass(p, *FUSIONS) == ["FusedResize"]
+    assert run_checked(p, feeds, target=target) == {"FusedResize": 1}
+
+
+def test_resize_that_resizes_nothing_runs_its_epilogue_alone():
+    nodes = [h.make_node("Resize", ["x", "", "scales"], ["up"]), h.make_node("Sigmoid", ["up"], ["out"])]
+    feeds = {"x": randn(2, 3, 4)}
+    p = model(nodes, feeds, ["out"], {"scales": np.ones(3, np.float32)})
+    assert after_pass(p, *FUSIONS) == ["FusedResize"]
+    assert run_checked(p, feeds) == {"FusedResize": 1}

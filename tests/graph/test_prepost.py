@@ -46,6 +46,8 @@ def test_prologue_matches_pil_preprocess_reference(case, tmp_path):
     manifest = build(identity_model(shape), art, preprocess=spec)
     assert [io["name"] for io in manifest["inputs"]] == ["image"]
     assert manifest["tensors"][manifest["inputs"][0]["tensor"]]["dtype"] == "uint32"
+    labels = {s["label"] for p in manifest["programs"] for s in p["steps"]}
+    assert "resize:FusedImageResize" in labels and not any(la.startswith("elementwise") for la in labels)  # normalised in the resize's store
     session = InferenceSession(art)
     for h, w in SIZES:
         rgba = image(h, w)

@@ -147,10 +147,13 @@ def add_image_prologue(model: ir.Model, spec) -> dict:
     if x.dtype != ir.DataType.FLOAT:
         nodes.append(ir.Node("", "Cast", [nodes[-1].outputs[0]], attributes=[ir.AttrInt64("to", x.dtype.value)],
                              name="preprocess_cast", num_outputs=1))
-    for node in nodes:
+    shape = _prologue_shape(x, attrs, n, layout)
+    planar = ir.Shape([shape[0], n, *(shape[2:] if layout == "NCHW" else shape[1:3])])
+    for i, node in enumerate(nodes):  # (shapes known here let the epilogue pass fold the normalisation in)
         node.outputs[0].dtype = ir.DataType.FLOAT
+        node.outputs[0].shape = planar if i < 3 else None  # (resize, sub, div: NCHW)
     out = nodes[-1].outputs[0]
-    out.dtype, out.shape = x.dtype, _prologue_shape(x, attrs, n, layout)
+    out.dtype, out.shape = x.dtype, shape
     graph.insert_before(next(iter(graph)), nodes)
     x.replace_all_uses_with(out)
     graph.inputs[graph.inputs.index(x)] = image

@@ -27,8 +27,8 @@ from ..emit import wgsl_literal
 from ..registry import WEBINFER_DOMAIN, lowering
 from . import conv as conv_k
 from . import elementwise as ew
+from . import image, norm, resize
 from . import matmul as mm
-from . import norm
 from . import quant_matmul as qmm
 from ._floats import helper_sources
 from .elementwise_ops import narrow
@@ -134,10 +134,16 @@ def run_program(ctx, inputs: list) -> None:
 
 # -- epilogues ---------------------------------------------------------------------------------------
 _BASE = {"FusedMatMul": mm.lower_matmul, "FusedGemm": mm.lower_gemm, "FusedConv": conv_k.lower_conv,
-         "FusedMatMulQ": qmm.lower_matmul_q}
+         "FusedMatMulQ": qmm.lower_matmul_q, "FusedResize": resize.lower_resize,
+         "FusedImageResize": image.lower_image_resize}
+_RESIZES = {"FusedResize": resize.resize_plan, "FusedImageResize": image.image_plan}  # row: axis 1, col: the last
 
 
-def _base_shape(ctx) -> tuple:
+def _base_shape(ctx) -> tuple | None:
+    """The base op's output shape; None when it runs no kernel (a Resize that resizes nothing is a view)."""
+    if ctx.op in _RESIZES:
+        axes, _, _, shape = _RESIZES[ctx.op](ctx)
+        return tuple(shape) if axes else None
     a, b = ctx.inputs[0], ctx.inputs[1]
     if ctx.op == "FusedMatMul":
         return tuple(mm.matmul_shape(ctx, a, b))
@@ -165,6 +171,8 @@ def _index(ctx, t, out_shape: tuple) -> str | None:
     if len(ones) != 1 or shape[ones[0]] != out_shape[ones[0]]:
         return None
     axis = ones[0]
+    if ctx.op in _RESIZES:
+        return "row" if axis == 1 else "col" if axis == rank - 1 else None
     if ctx.op == "FusedConv":
         return "row" if axis == 1 else None
     if axis == rank - 1 and (ctx.op in ("FusedGemm", "FusedMatMulQ") or ctx.inputs[1].rank > 1):
@@ -200,13 +208,14 @@ def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | No
     return fn, reads
 
 
-@lowering("FusedMatMul", "FusedGemm", "FusedConv", "FusedMatMulQ", domain=WEBINFER_DOMAIN)
+@lowering("FusedMatMul", "FusedGemm", "FusedConv", "FusedMatMulQ", "FusedResize", "FusedImageResize",
+          domain=WEBINFER_DOMAIN)
 def lower_fused_epilogue(ctx) -> None:
     base = _BASE[ctx.op]
     extras = ctx.inputs[BASE_INPUTS[ctx.op]:]
-    dtype = ctx.inputs[0].dtype
+    dtype = "float32" if ctx.op == "FusedImageResize" else ctx.inputs[0].dtype  # (RGBA8 pixels in, f32 out)
     out_shape = _base_shape(ctx)
-    fits = dtype == "float32" and broadcast_shapes([out_shape] + [t.shape for t in extras]) == tuple(out_shape)
+    fits = out_shape is not None and dtype == "float32" and broadcast_shapes([out_shape] + [t.shape for t in extras]) == tuple(out_shape)
     plan = _epilogue_fn(ctx, out_shape, dtype) if fits else None
     if plan is not None:
         base(ctx, epilogue_fn=plan[0], extra_reads=plan[1])

@@ -2,8 +2,9 @@
 the low byte), resized and centre-cropped on the GPU into a float [1, C, h, w] tensor of 0..255 values.
 
 ``webinfer.ImageResize`` is written by ``graph/prepost.py`` (the ``--preprocess`` prologue); normalisation and
-layout follow as ordinary ONNX nodes. One resize kernel reads the packed pixels directly (a 12-megapixel
-photo is 48 MB packed, 144 MB as float planes, beyond a WebGPU binding), computing only the cropped window.
+layout follow as ordinary ONNX nodes, and the epilogue pass folds the normalisation into the resize kernel's
+store. One resize kernel reads the packed pixels directly (a 12-megapixel photo is 48 MB packed, 144 MB as
+float planes, beyond a WebGPU binding), computing only the cropped window.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ def resized_size(ih, iw, size: list[int] | None, shorter: int) -> tuple:
     return ih, iw
 
 
-@lowering("ImageResize", domain=WEBINFER_DOMAIN)
-def lower_image_resize(ctx) -> None:
-    """Attributes: ``channels`` (the byte of each output channel: [0, 1, 2] RGB, [2, 1, 0] BGR), ``size``
+def image_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
+    """ImageResize's resized axes, interpolation, the resize kernel's view of the packed image and the output
+    shape [1, channels, h, w]. Attributes: ``channels`` (the byte of each output channel: [0, 1, 2] RGB, [2, 1, 0] BGR), ``size``
     [h, w] or ``shorter`` (resize), ``crop`` [h, w] (centre crop of the resized image), ``mode``,
     ``antialias``, ``exclude_outside``, ``cubic_coeff_a``, ``nearest_mode`` (Resize's meanings)."""
     image = ctx.inputs[0]
@@ -50,7 +51,13 @@ def lower_image_resize(ctx) -> None:
                         antialias=bool(ctx.attr("antialias", 1)), exclude_outside=bool(ctx.attr("exclude_outside", 1)),
                         cubic_a=float(ctx.attr("cubic_coeff_a", -0.5)))
     how.check(ctx)
-    out = ctx.output(0, "float32", (1, len(channels), ch, cw))
     axes = [ResizedAxis(2, "sizes", rh), ResizedAxis(3, "sizes", rw)]
-    emit_resize(ctx, image, out, axes, how, shape=[1, len(channels), ih, iw], strides=[0, 0, iw, 1],
-                channels=channels, offsets=offsets)
+    view = {"shape": [1, len(channels), ih, iw], "strides": [0, 0, iw, 1], "channels": channels, "offsets": offsets}
+    return axes, how, view, [1, len(channels), ch, cw]
+
+
+@lowering("ImageResize", domain=WEBINFER_DOMAIN)
+def lower_image_resize(ctx, **epilogue) -> None:
+    """``epilogue``: the normalisation after it, fused where the kernel stores (kernels/fused.py)."""
+    axes, how, view, shape = image_plan(ctx)
+    emit_resize(ctx, ctx.inputs[0], ctx.output(0, "float32", shape), axes, how, **view, **epilogue)

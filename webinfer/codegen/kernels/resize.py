@@ -140,10 +140,10 @@ class Interpolation:
             raise ctx.unsupported("antialias with mode 'nearest'")
 
 
-@lowering("Resize", "Upsample")
-def lower_resize(ctx) -> None:
+def resize_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
+    """Resize / Upsample's resized axes, interpolation, policy params and output shape."""
     x = ctx.inputs[0]
-    if ctx.op == "Upsample" or (ctx.opset < 11 and len(ctx.inputs) == 2):
+    if ctx.op == "Upsample" or (ctx.opset < 11 and not ctx.has_input(2) and not ctx.has_input(3)):
         roi, sizes = None, None
         scales = _float_list(ctx, 1) if ctx.has_input(1) else [float(s) for s in ctx.attr("scales", [])] or None
         how = Interpolation(ctm="asymmetric", nearest="floor")
@@ -161,17 +161,27 @@ def lower_resize(ctx) -> None:
     out_shape = list(x.shape)
     for ax in axes:
         out_shape[ax.axis] = ax.out
-    if not axes:
+    return axes, how, policy_params, out_shape
+
+
+@lowering("Resize", "Upsample")
+def lower_resize(ctx, **epilogue) -> None:
+    """``epilogue``: a fused elementwise program applied where the kernel stores (kernels/fused.py)."""
+    x = ctx.inputs[0]
+    axes, how, policy_params, out_shape = resize_plan(ctx)
+    if not axes and not epilogue:
         return ctx.set_alias(0, x, x.shape)
-    emit_resize(ctx, x, ctx.output(0, x.dtype, out_shape), axes, how, policy_params)
+    emit_resize(ctx, x, ctx.output(0, x.dtype, out_shape), axes, how, policy_params, **epilogue)
 
 
 def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params: dict | None = None, *,
-                shape=None, strides=None, channels: list[int] | None = None, offsets: list | None = None) -> None:
+                shape=None, strides=None, channels: list[int] | None = None, offsets: list | None = None,
+                epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
     """The resize kernel from ``x`` (seen as ``shape`` with ``strides``, default its own) into ``out``.
     ``channels``: ``x`` holds RGBA8 pixels packed in u32 words, axis 1 picks the byte of each (0 = R) and
     the values are 0..255; ``offsets``: per resized axis, output coordinate ``c`` is resized coordinate
-    ``c + offset`` (a crop)."""
+    ``c + offset`` (a crop). ``epilogue_fn``/``extra_reads``: ``epi(value, row, col, idx)`` applied to each
+    stored value (``row``: the axis-1 coordinate, ``col``: the last axis') and the tensors it reads."""
     shape = list(x.shape) if shape is None else shape
     strides = contiguous_strides(shape) if strides is None else strides
     params = {"n": out.numel, **(params or {})}
@@ -180,11 +190,13 @@ def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params
     for k, ax in enumerate(axes):
         params[f"i{k}"], params[f"o{k}"] = shape[ax.axis], ax.out
         params[f"off{k}"] = offsets[k] if offsets else 0
-    ctx.dispatch("resize.wgsl.j2", {"x": ctx.gpu(x)}, {"out": out}, work=out.numel, params=params, rank=out.rank,
+    reads = {"x": ctx.gpu(x), **{k: ctx.gpu(t) for k, t in (extra_reads or {}).items()}}
+    ctx.dispatch("resize.wgsl.j2", reads, {"out": out}, work=out.numel, params=params, rank=out.rank,
                  axes=axes, resized=[ax.axis for ax in axes], mode=how.mode, nearest_mode=how.nearest, ctm=how.ctm,
                  antialias=how.antialias, exclude=how.exclude_outside, cubic_a=wgsl_literal(how.cubic_a, "f32"),
                  extrap=wgsl_literal(how.extrapolation, "f32"), to_out=_to_out(out.dtype),
-                 policy="min" if how.policy == "not_larger" else "max", channels=channels)
+                 policy="min" if how.policy == "not_larger" else "max", channels=channels,
+                 epilogue_fn=epilogue_fn)
 
 
 def _to_out(dtype: str) -> str:

@@ -1,4 +1,4 @@
-"""MatMul / Gemm / Conv followed by elementwise work -> one kernel that applies it before storing.
+"""MatMul / Gemm / Conv / Resize followed by elementwise work -> one kernel that applies it before storing.
 
 The base op's output must have a single consumer: an elementwise node of our table (bias Add, Relu,
 HardSwish, Clip, ...) or a ``FusedElementwise`` (fuse_elementwise runs first, so a bias + GELU or a bias
@@ -18,8 +18,9 @@ from ...opschema import WEBINFER_DOMAIN, epilogue_bases
 from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
 from ._util import replace_value
 
-BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv
-# webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) takes epilogues too
+BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv, Resize
+# webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) and the image prologue's
+# ImageResize (graph/prepost.py) take epilogues too
 WEBINFER_BASES = epilogue_bases(WEBINFER_DOMAIN)
 MAX_EXTRA_BOUND = 3  # a, b, bias + 3 extras + out stays within WebGPU's 8 storage buffers
 

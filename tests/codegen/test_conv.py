@@ -66,6 +66,43 @@ def test_conv_implicit_gemm(xs, ws, attrs, target):
               **attrs)
 
 
+# 2-D depthwise convs: the software class's row kernel (dwconv.wgsl.j2) for column strides 1 and 2 without
+# column dilation, the direct kernel otherwise; rows not a multiple of its 8 outputs, windows wider than the row
+DEPTHWISE = [
+    ((1, 4, 9, 13), (4, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 3, 14, 15), (3, 1, 5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    ((1, 2, 7, 19), (2, 1, 3, 5), {"pads": [2, 0, 1, 3], "strides": [1, 2]}),
+    ((1, 3, 12, 17), (3, 1, 3, 3), {"pads": [2, 1, 2, 1], "strides": [2, 1], "dilations": [2, 1]}),
+    ((1, 2, 3, 4), (2, 1, 3, 7), {"pads": [1, 3, 1, 3]}),
+    ((1, 5, 6, 33), (5, 1, 1, 1), {}),
+    ((1, 2, 8, 9), (2, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 3]}),  # stride 3: the direct kernel
+    ((1, 2, 8, 9), (2, 1, 3, 3), {"pads": [1, 2, 1, 2], "dilations": [1, 2]}),  # column dilation: direct
+]
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+@pytest.mark.parametrize("xs,ws,attrs", DEPTHWISE)
+def test_conv_depthwise(xs, ws, attrs, target):
+    attrs = dict(attrs, group=xs[1])
+    check_node("Conv", {"x": f32(xs)}, initializers={"w": f32(ws), "b": f32((ws[0],))}, target=target, **attrs)
+    check_node("Conv", {"x": f32(xs), "w": f32(ws)}, target=target, **attrs)  # the weight in ONNX's layout
+
+
+def test_depthwise_row_kernel_is_used(tmp_path):
+    """The software class takes the row kernel for a stride-1 and a stride-2 depthwise conv: one shader."""
+    import glob
+
+    from webinfer.build import build
+
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["h", "w2"], ["y"], group=4, pads=[2, 2, 2, 2], strides=[2, 2])]
+    x = f32((1, 4, 10, 12))
+    inits = {"w1": f32((4, 1, 3, 3)), "w2": f32((4, 1, 5, 5))}
+    build(make_model(nodes, {"x": x}, ["y"], inits), str(tmp_path), target="software")
+    shaders = [open(f).read() for f in glob.glob(str(tmp_path / "shaders" / "*.wgsl"))]
+    assert len(shaders) == 1 and "fn ld_in(row: u32" in shaders[0]
+
+
 def test_conv_weight_as_input():
     check_node("Conv", {"x": f32((2, 4, 6, 5)), "w": f32((6, 2, 3, 3)), "b": f32((6,))}, group=2, pads=[1, 1, 1, 1])
 

@@ -213,6 +213,10 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
         _conv_gemm(ctx, x, w, bias, out, win, cs, transpose=transpose, x_zero=x_zero, extra=extra,
                    epilogue=epilogue, epilogue_fn=epilogue_fn, extra_reads=extra_reads)
         return
+    if not transpose and x_zero is None and w_zero is None and _depthwise_rows(ctx, x, out, win, cs):
+        _depthwise_conv(ctx, x, w, bias, out, win, cs, (swk, swg), epilogue=epilogue, epilogue_fn=epilogue_fn,
+                        extra_reads={**(extra or {}), **(extra_reads or {})})
+        return
     wvec = w.value is not None and w.dtype == "float32" and out_dtype == "float32" and cs.cout_g % 4 == 0
     tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block
     tc, tp = (_channel_block(cs.cout_g, tc_vec), tp_vec) if wvec else (_channel_block(cs.cout_g), tp_scalar)
@@ -230,6 +234,34 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
                  epilogue=epilogue, epilogue_fn=epilogue_fn, transpose=transpose, wvec=wvec,
                  vec4_vars=["w"] if wvec else [])
+
+
+def _depthwise_rows(ctx, x, out, win: Window, cs: ConvShape) -> bool:
+    """The row kernel (dwconv.wgsl.j2) takes 2-D depthwise f32 convolutions whose columns step by 1 or 2
+    without dilation, where the kernel class asks for it (``depthwise_row``)."""
+    return (ctx.kclass.depthwise_row > 0 and x.rank == 4 and cs.cin_g == 1 and cs.cout_g == 1
+            and x.dtype == "float32" and out.dtype == "float32" and win.strides[1] in (1, 2)
+            and win.dilations[1] == 1)
+
+
+def _depthwise_conv(ctx, x, w, bias, out, win: Window, cs: ConvShape, strides: tuple, *, epilogue: str,
+                    epilogue_fn: str, extra_reads: dict) -> None:
+    """Depthwise 2-D conv, ``depthwise_row`` outputs of one row per invocation (see dwconv.wgsl.j2)."""
+    t = ctx.kclass.depthwise_row
+    swk, swg = strides
+    nbx = D.ceildiv(win.out[1], t)
+    in_sp = list(x.shape[2:])
+    params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "swk": swk,
+              "swg": swg, **window_params(win, in_sp)}
+    reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
+    if bias is not None:
+        reads["bias"] = ctx.gpu(bias)
+    reads.update({k: ctx.gpu(v) for k, v in extra_reads.items()})
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, co, 0u, idx)"
+    grid = (D.ceildiv(D.mul(win.out[0], nbx), WG), cs.cout, x.shape[0])
+    ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t,
+                 has_bias=bias is not None, epilogue=epilogue, epilogue_fn=epilogue_fn)
 
 
 def _implicit_gemm(ctx, w, cs: ConvShape, w_zero) -> bool:

@@ -1,9 +1,10 @@
-"""TopK: one invocation per row selects the k best elements in order (``topk.wgsl.j2``)."""
+"""TopK: one invocation per row selects the k best elements in order (``topk.wgsl.j2``), optionally of the row's
+softmax (``webinfer.SoftmaxTopK``)."""
 
 from __future__ import annotations
 
 from ... import dims as D
-from ..registry import lowering
+from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
 from .reduce import _HIGHEST, _LOWEST, same
@@ -11,18 +12,34 @@ from .reduce import _HIGHEST, _LOWEST, same
 
 @lowering("TopK")
 def lower_topk(ctx) -> None:
-    x = ctx.inputs[0]
     k = ctx.host_ints(1) if ctx.opset >= 10 else [ctx.attr("k")]
+    topk(ctx, k, normalize_axis(ctx.attr("axis", -1), ctx.inputs[0].rank), 0)
+
+
+@lowering("SoftmaxTopK", domain=WEBINFER_DOMAIN)
+def lower_softmax_topk(ctx) -> None:
+    """Softmax over the last axis (output 0), then TopK of its result (outputs 1, 2): one kernel
+    (graph/passes/fuse_softmax_topk.py)."""
+    x = ctx.inputs[0]
+    if x.dtype != "float32":
+        raise ctx.unsupported(f"input type {x.dtype} (expected float32)")
+    probs = ctx.output(0, x.dtype, x.shape)
+    topk(ctx, ctx.host_ints(1), x.rank - 1, 1, probs)
+
+
+def topk(ctx, k, axis: int, first: int, probs=None) -> None:
+    """TopK of input 0 along ``axis`` into outputs ``first`` (values) and ``first + 1`` (indices); with
+    ``probs``, of the softmax of input 0 along ``axis``, written there first."""
+    x = ctx.inputs[0]
     if k is None or len(k) != 1:
         raise ctx.unsupported("k must be known at build time")
     k = k[0]
-    axis = normalize_axis(ctx.attr("axis", -1), x.rank)
     t = compute_type(x.dtype)
     if t == "bool":
         raise ctx.unsupported("bool input")
     shape = tuple(k if a == axis else d for a, d in enumerate(x.shape))
-    values = ctx.output(0, x.dtype, shape)
-    indices = ctx.output(1, "int64", shape)
+    values = ctx.output(first, x.dtype, shape)
+    indices = ctx.output(first + 1, "int64", shape)
     xs, os_ = contiguous_strides(x.shape), contiguous_strides(shape)
     params: dict = {"K": k, "n": x.shape[axis], "xs": xs[axis], "os": os_[axis]}
     kept = [a for a in range(x.rank) if a != axis]
@@ -35,7 +52,8 @@ def lower_topk(ctx) -> None:
     # "a comes after b" in the output order: smaller first when largest, larger first otherwise
     ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
-    ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices}, work=rows,
+    writes = {"probs": probs} if probs is not None else {}
+    ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {**writes, "values": values, "indices": indices}, work=rows,
                  params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
                  after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
-                 helpers=helpers)
+                 helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])

@@ -21,6 +21,7 @@ from . import (
     fuse_elementwise,
     fuse_epilogue,
     fuse_norms,
+    fuse_softmax_topk,
     identity,
     matmul_gemm,
     reorder,
@@ -46,6 +47,7 @@ CLEANUP = {
 FUSIONS: dict = {
     "fuse_attention": fuse_attention.run,  # before its scale/mask steps join elementwise programs
     "fuse_norms": fuse_norms.run,
+    "fuse_softmax_topk": fuse_softmax_topk.run,
     "fuse_activations": fuse_activations.run,
     "fuse_elementwise": fuse_elementwise.run,
     "fuse_epilogue": fuse_epilogue.run,

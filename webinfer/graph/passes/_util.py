@@ -77,6 +77,17 @@ def replace_value(graph: ir.Graph, old: ir.Value, new: ir.Value) -> bool:
     return True
 
 
+def install(graph: ir.Graph, node: ir.Node, before: ir.Node, replaced: list[ir.Value], removed: list[ir.Node]) -> None:
+    """Insert a fused ``node`` before ``before``; its outputs take the place (users, dtype, shape) of
+    ``replaced``, one for one, and the ``removed`` nodes, unused by then, go."""
+    graph.insert_before(before, node)
+    for new, old in zip(node.outputs, replaced):
+        new.dtype, new.shape = old.dtype, old.shape
+        replace_value(graph, old, new)
+    for n in removed:
+        graph.remove(n, safe=True)
+
+
 def remove_if_dead(graph: ir.Graph, node: ir.Node | None) -> int:
     """Remove ``node`` when none of its outputs is used any more; returns 1 if removed."""
     if node is None or node.graph is not graph:

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN, epilogue_bases
 from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
-from ._util import replace_value
+from ._util import install
 
 BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv, Resize
 # webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) and the image prologue's
@@ -70,12 +70,7 @@ def fuse(graph: ir.Graph, base: ir.Node) -> bool:
     attrs = [ir.Attr(k, a.type, a.value) for k, a in base.attributes.items()] + program.to_attributes()
     fused = ir.Node(WEBINFER_DOMAIN, name, base_inputs + extras, attributes=attrs,
                     name=base.name or consumer.name, num_outputs=1)
-    graph.insert_before(consumer, fused)  # the extras may be produced after the base op
-    new, old = fused.outputs[0], consumer.outputs[0]
-    new.dtype, new.shape = old.dtype, old.shape
-    replace_value(graph, old, new)
-    graph.remove(consumer, safe=True)
-    graph.remove(base, safe=True)
+    install(graph, fused, consumer, consumer.outputs, [consumer, base])  # (the extras may come after the base op)
     return True
 
 

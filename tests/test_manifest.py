@@ -96,6 +96,8 @@ def test_manifest_sha256_written_and_checked(artifact, tmp_path):
      ["chunks[0]", "shard 7 does not exist"]),
     ("a string where a list belongs", lambda m: m["programs"][0]["steps"][0].__setitem__("reads", "0 1"),
      ["programs[0].steps[0].reads", "expected a list, got a string"]),
+    ("a number where the control list belongs", lambda m: m["programs"][0].__setitem__("control", -7),
+     ["programs[0].control", "expected a list"]),
     ("a bool where an index belongs", lambda m: m["inputs"][0].__setitem__("tensor", True),
      ["inputs[0].tensor", "expected an integer, got a boolean"]),
     ("an unknown field", lambda m: m["tensors"][0].__setitem__("stride", [1]), ["tensors[0]", "unknown field"]),

@@ -183,7 +183,8 @@ def _control_dims(programs) -> set[str]:
     steps and bounds may name them besides ``dims``. (Their entries are typed when the programs are read.)"""
     names = set()
     for p in programs if isinstance(programs, list) else ():
-        for c in (p.get("control") if isinstance(p, dict) else None) or ():
+        control = p.get("control") if isinstance(p, dict) else None
+        for c in control if isinstance(control, list) else ():  # (a forged non-list is refused when typed)
             if isinstance(c, dict):
                 names |= {c.get(k) for k in ("iter", "count", "dim") if isinstance(c.get(k), str)}
     return names

@@ -58,8 +58,8 @@ class KernelClass:
     small_matmul_macs: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
-    depthwise_row: int = 0  # 2-D depthwise conv: outputs of one row per invocation sharing their loads
-    # (dwconv.wgsl.j2); 0: the direct kernel
+    depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
+    # sharing their loads (dwconv.wgsl.j2); (0, 0): the direct kernel
     attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
     # "flash" (K/V tiles in workgroup memory for prefill, split-K blocks + merge for decode)
     workgroup_memory: bool = False  # prefer kernels that stage data in workgroup memory (and barriers)
@@ -85,7 +85,7 @@ SOFTWARE = KernelClass(
     matmul_small=Tiling(tm=8, tn=8, wx=8, wy=8),
     small_matmul_macs=16 << 20,
     matmul_scalar=Tiling(tm=8, tn=8, wx=8, wy=8, vec=False),
-    depthwise_row=8,
+    depthwise_tile=(2, 8),
     attention="serial",
 )
 # Real GPUs want workgroup-shared tiles and cooperative reductions (GPU_KERNELS.md's portable defaults):
@@ -207,7 +207,7 @@ def class_from_json(data: dict) -> KernelClass:
     for key in ("matmul", "matmul_scalar", "matmul_small"):
         if kw.get(key) is not None:
             kw[key] = Tiling(**kw[key])
-    for key in ("adapter_types", "features", "conv_block"):
+    for key in ("adapter_types", "features", "conv_block", "depthwise_tile"):
         if key in kw:
             kw[key] = tuple(kw[key])
     return KernelClass(**kw)

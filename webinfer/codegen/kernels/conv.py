@@ -238,16 +238,16 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
 
 def _depthwise_rows(ctx, x, out, win: Window, cs: ConvShape) -> bool:
     """The row kernel (dwconv.wgsl.j2) takes 2-D depthwise f32 convolutions whose columns step by 1 or 2
-    without dilation, where the kernel class asks for it (``depthwise_row``)."""
-    return (ctx.kclass.depthwise_row > 0 and x.rank == 4 and cs.cin_g == 1 and cs.cout_g == 1
+    without dilation, where the kernel class asks for it (``depthwise_tile``)."""
+    return (ctx.kclass.depthwise_tile[0] > 0 and x.rank == 4 and cs.cin_g == 1 and cs.cout_g == 1
             and x.dtype == "float32" and out.dtype == "float32" and win.strides[1] in (1, 2)
             and win.dilations[1] == 1)
 
 
 def _depthwise_conv(ctx, x, w, bias, out, win: Window, cs: ConvShape, strides: tuple, *, epilogue: str,
                     epilogue_fn: str, extra_reads: dict) -> None:
-    """Depthwise 2-D conv, ``depthwise_row`` outputs of one row per invocation (see dwconv.wgsl.j2)."""
-    t = ctx.kclass.depthwise_row
+    """Depthwise 2-D conv, a ``depthwise_tile`` of outputs per invocation (see dwconv.wgsl.j2)."""
+    rows, t = ctx.kclass.depthwise_tile
     swk, swg = strides
     nbx = D.ceildiv(win.out[1], t)
     in_sp = list(x.shape[2:])
@@ -259,8 +259,8 @@ def _depthwise_conv(ctx, x, w, bias, out, win: Window, cs: ConvShape, strides: t
     reads.update({k: ctx.gpu(v) for k, v in extra_reads.items()})
     if epilogue_fn:
         epilogue = f"epi({epilogue}, co, 0u, idx)"
-    grid = (D.ceildiv(D.mul(win.out[0], nbx), WG), cs.cout, x.shape[0])
-    ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t,
+    grid = (D.ceildiv(D.mul(D.ceildiv(win.out[0], rows), nbx), WG), cs.cout, x.shape[0])
+    ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t, rows=rows,
                  has_bias=bias is not None, epilogue=epilogue, epilogue_fn=epilogue_fn)
 
 

@@ -21,7 +21,10 @@ from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 # take 8 columns (benchmarks/gemv_bandwidth.py, GB of weights per CPU-second, same run, two rounds: 576x49152
 # 1.26 -> 1.35, 576x1536 1.88-2.18 -> 2.21-2.37, 1536x576 2.21 -> 2.41); 8-bit ones keep 4 (576x1536: 2.9
 # with 4, 2.8-2.9 with 8).
-GEMV_WG = 64
+# 8 invocations per workgroup (one SIMD group of llvmpipe's): a 576x192 int4 GEMV is 24 invocations, which one
+# workgroup of 64 ran on one of the two cores' threads. SmolLM2-135M int4 decode, software class, same process,
+# alternating: 13.2 -> 16.8-17.8 tok/s median (64 -> 8); 4: 13.0; 16: 15.5; int8 14.4 -> 15.6; fp32 unchanged.
+GEMV_WG = 8
 GEMV_TN = 4
 GEMV_TN_4BIT = 8
 GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)

@@ -93,13 +93,14 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
     """The per-class kernel tests (tests/codegen, tests/llm: vs ReferenceEvaluator/onnxruntime/numpy) run what
     each class says it runs: workgroup tiles/reductions under the gpu classes, subgroup reductions in the row
     kernels and quantized GEMVs where a class uses subgroups, f16 tiles in GEMM/conv/attention under gpu-f16,
-    dot4I8Packed in the quantized GEMV under gpu-dp4a, and none of these in a class that does not use them.
+    dot4I8Packed in the quantized GEMV under gpu-dp4a, int8-activation products (pairs_dot) under software-q8,
+    and none of these in a class that does not use them.
     Where gpu-subgroups/gpu-dp4a use no feature of theirs (GEMM, f32 GEMV, conv, attention), their shaders are
     gpu's, byte for byte: what runs gpu's in Chromium runs theirs."""
     k = KERNEL_CLASSES[cls]
     texts = _class_shaders(str(tmp_path), cls)
     marks = {"workgroup": "var<workgroup>", "subgroups": "enable subgroups;", "f16": "enable f16;",
-             "dp4a": "dot4I8Packed("}
+             "dp4a": "dot4I8Packed(", "q8": "pairs_dot("}
     for family in ("MatMul", "Softmax", "Attention", "Conv", "MatMulQ"):
         wgsl = " ".join(t for label, ts in texts.items() if label.split(":")[1] == family for t in ts)
         uses = {key for key, mark in marks.items() if mark in wgsl}
@@ -107,6 +108,7 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         assert ("f16" in uses) == (k.use_f16 and family in ("MatMul", "Attention", "Conv")), (family, uses)
         assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ")), (family, uses)
         assert ("dp4a" in uses) == (k.use_dp4a and family == "MatMulQ"), (family, uses)
+        assert ("q8" in uses) == (bool(k.q8_gemv) and family == "MatMulQ"), (family, uses)
     if k.workgroup_memory:  # the gpu classes' kernel families (software: matmul, quant_matmul, conv)
         assert {"matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "gemv:MatMulQ"} <= set(texts), texts.keys()
     if k.use_subgroups and not k.use_f16:

@@ -273,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--target", choices=target_names(), default="portable",
                    help="kernel classes to carry: portable (default: gpu + software, the runtime picks per "
                         "adapter), software (CPU-emulated GPUs such as lavapipe, SwiftShader), gpu "
-                        "(integrated/discrete GPUs), or one variant class (gpu-subgroups, gpu-f16, gpu-dp4a)")
+                        "(integrated/discrete GPUs), or one variant class (gpu-subgroups, gpu-f16, gpu-dp4a, software-q8)")
     b.add_argument("--limits", choices=["webgpu", "native"], default="webgpu",
                    help="limits to build for: WebGPU defaults (browsers) or larger native limits")
     b.add_argument("--tiles", choices=["balanced", "startup", "throughput"],

@@ -66,6 +66,13 @@ class KernelClass:
     use_f16: bool = False  # f16 storage and arithmetic of activations (f32 accumulation); needs shader-f16
     use_subgroups: bool = False  # subgroup reductions; needs subgroups
     use_dp4a: bool = False  # dot4I8Packed in quantized GEMVs (a WGSL language feature)
+    # Weight formats whose decode GEMV takes int8 activations without dot4I8Packed: x quantized per block of
+    # 32 by a first pass, the products summed in integer arithmetic (quant_matmul.wgsl.j2 pairs_dot).
+    q8_gemv: tuple[str, ...] = ()
+
+    def int8_activations(self, fmt: str) -> bool:
+        """Whether this class's decode GEMV for weights in ``fmt`` quantizes its activations to int8 first."""
+        return (self.use_dp4a and fmt in ("int8", "int4")) or fmt in self.q8_gemv
 
     def describe(self) -> str:
         needs = f", needs {'+'.join(self.features)}" if self.features else ""
@@ -111,7 +118,13 @@ GPU_F16 = replace(GPU_SUBGROUPS, name="gpu-f16", features=("shader-f16", "subgro
 # MatMulNBits, llama.cpp's MMVQ). Opt-in like f16: the activations lose precision.
 DP4A = "packed_4x8_integer_dot_product"
 GPU_DP4A = replace(GPU_SUBGROUPS, name="gpu-dp4a", features=("subgroups", DP4A), use_dp4a=True)
-KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A)}
+# The software class with int4 decode GEMVs on int8 activations (any WGSL: plain u32 arithmetic). Opt-in: on
+# lavapipe a large GEMV is ~1.4x faster (576x49152: 9.9 vs 14.1-14.4 ms per CPU-second), small ones slower
+# (the activation pass is one more dispatch), SmolLM2 int4 decode no faster, and its greedy ids left
+# onnxruntime's on one of two prompts (docs/notes.md).
+SOFTWARE_Q8 = replace(SOFTWARE, name="software-q8", q8_gemv=("int4",))
+KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A,
+                                                              SOFTWARE_Q8)}
 
 SYMBOLIC_DIM_GUESS = 128  # a sequence length, for choices by size made before it is known
 
@@ -207,7 +220,7 @@ def class_from_json(data: dict) -> KernelClass:
     for key in ("matmul", "matmul_scalar", "matmul_small"):
         if kw.get(key) is not None:
             kw[key] = Tiling(**kw[key])
-    for key in ("adapter_types", "features", "conv_block", "depthwise_tile"):
+    for key in ("adapter_types", "features", "conv_block", "depthwise_tile", "q8_gemv"):
         if key in kw:
             kw[key] = tuple(kw[key])
     return KernelClass(**kw)

@@ -55,7 +55,7 @@ def test_int4_recovers_q4_1_blocks_exactly():
     assert np.abs(unpack_reference(words, params, "int4", 64) - w).max() < 1e-6
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TARGETS + ("software-q8",))
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 @pytest.mark.parametrize("k,n", [(64, 40), (70, 5), (36, 9), (96, 33), (32, 1), (600, 7)])
 def test_matmul_q(fmt, k, n, tmp_path, target):
@@ -70,14 +70,14 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
     gemv = build_quantized(proto, fmt, tmp_path, target, dims={"b": 1, "s": 1})
     words, params = quantize_nk(w.T, fmt)
     ref_w = unpack_reference(words, params, fmt, k).T
-    dp4a = KERNEL_CLASSES[target].use_dp4a
-    for sess, shapes, steps in ((gemm, [(1, 1, k), (1, 5, k), (2, 19, k)], 1), (gemv, [(1, 1, k)], 2 if dp4a else 1)):
+    q8 = KERNEL_CLASSES[target].int8_activations(fmt)
+    for sess, shapes, steps in ((gemm, [(1, 1, k), (1, 5, k), (2, 19, k)], 1), (gemv, [(1, 1, k)], 2 if q8 else 1)):
         labels = [s["label"] for s in sess.program["steps"]]
-        assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels  # dp4a: x quantized first
+        assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels  # int8 activations: x quantized first
         for shape in shapes:
             x = rng.normal(size=shape).astype(np.float32)
             y = sess.run(None, {"x": x})[0]
-            if dp4a and sess is gemv:  # the decode GEMV on int8 activations
+            if q8 and sess is gemv:  # the decode GEMV on int8 activations (dp4a, or the software class's int4)
                 want = dp4a_reference(x.reshape(-1), ref_w, params, fmt)
                 np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
                 continue
@@ -100,6 +100,35 @@ def test_weights_of_different_shapes_share_one_shader(tmp_path, target):
     x = rng.normal(size=(1, 1, 64)).astype(np.float32)
     want = x @ w1 @ w2
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=0.05, atol=0.05 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("target", ["software-q8", "gpu-dp4a"])
+def test_gemvs_of_one_input_share_its_int8_pass(tmp_path, target):
+    """Three int4 products of one x (as q/k/v projections are; the first with a residual Add fused in): x is
+    quantized once for the three decode GEMVs (on int8 activations), each result equal to numpy's model of that
+    arithmetic; a second x gets its own pass."""
+    k, ns = 96, (40, 24, 8)
+    ws = [rng.normal(size=(k, n)).astype(np.float32) for n in ns]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"]), helper.make_node("Add", ["m0", "res"], ["y0"])]
+    nodes += [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"]) for i in (1, 2)]
+    nodes += [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "w0"], ["y3"])]
+    proto = model_with(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k]),
+                               helper.make_tensor_value_info("res", TensorProto.FLOAT, [1, ns[0]])],
+                       [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, n])
+                        for i, n in enumerate(ns + ns[:1])],
+                       [onnx.numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(ws)])
+    sess = build_quantized(proto, "int4", tmp_path, target)
+    kinds = [s["label"].split(":")[1] for s in sess.program["steps"]]
+    assert kinds.count("FusedMatMulQ") == 2 and kinds.count("MatMulQ") == 4, kinds  # 4 GEMVs, 2 x passes
+    x = rng.normal(size=(1, k)).astype(np.float32)
+    res = rng.normal(size=(1, ns[0])).astype(np.float32)
+    got = sess.run(None, {"x": x, "res": res})
+    for i, w in enumerate(ws + ws[:1]):
+        words, params = quantize_nk(w.T, "int4")
+        xi = np.maximum(x, 0) if i == 3 else x
+        want = dp4a_reference(xi.reshape(-1), unpack_reference(words, params, "int4", k).T, params, "int4")
+        want = want + res.reshape(-1) if i == 0 else want
+        np.testing.assert_allclose(got[i].reshape(-1), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
 @pytest.mark.parametrize("target", TARGETS)

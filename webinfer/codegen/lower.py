@@ -147,6 +147,17 @@ class LowerContext:
     def temp(self, dtype: str, shape) -> Tensor:
         return self._l.program.new_tensor(dtype, tuple(shape))
 
+    def shared(self, key: tuple, make):
+        """``make()``'s tensors, made once for ``key`` and reused by later nodes (e.g. one activation
+        quantized for the several GEMVs that read it). Not inside a region the runtime may skip (If branch,
+        loop body), nor across control flow: there it is made again."""
+        if self._l.region_depth:
+            return make()
+        memo, mark = self._l.shared_temps, len(self._l.program.control)
+        if key not in memo or memo[key][0] != mark:
+            memo[key] = (mark, make())
+        return memo[key][1]
+
     def counted(self, count: Tensor, bound: int) -> Dim:
         """A dim whose value a kernel computed on the GPU: the first element of ``count`` (an int32 tensor
         written by the kernels dispatched so far), at most ``bound``. Buffers are sized at the bound; the
@@ -192,6 +203,7 @@ class Lowerer:
         self.validator = emit.ShaderValidator() if validate else None
         self.steps_of_node = 0
         self.region_depth = 0  # > 0 while lowering a subgraph the runtime may skip (If branch, loop body)
+        self.shared_temps: dict = {}  # LowerContext.shared
         self.progress = progress
 
     def tensor_of(self, v: ir.Value) -> Tensor:

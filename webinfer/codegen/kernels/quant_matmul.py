@@ -21,12 +21,16 @@ from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 # take 8 columns (benchmarks/gemv_bandwidth.py, GB of weights per CPU-second, same run, two rounds: 576x49152
 # 1.26 -> 1.35, 576x1536 1.88-2.18 -> 2.21-2.37, 1536x576 2.21 -> 2.41); 8-bit ones keep 4 (576x1536: 2.9
 # with 4, 2.8-2.9 with 8).
+AFFINE_FORMATS = ("int4", "nbits4", "nbits8")  # block parameters (scale, minimum) pairs in qp
 # 8 invocations per workgroup (one SIMD group of llvmpipe's): a 576x192 int4 GEMV is 24 invocations, which one
 # workgroup of 64 ran on one of the two cores' threads. SmolLM2-135M int4 decode, software class, same process,
 # alternating: 13.2 -> 16.8-17.8 tok/s median (64 -> 8); 4: 13.0; 16: 15.5; int8 14.4 -> 15.6; fp32 unchanged.
 GEMV_WG = 8
 GEMV_TN = 4
 GEMV_TN_4BIT = 8
+# int4 on int8 activations (_q8_gemv): 16 columns per invocation (the block's x words loaded once for 16;
+# 576x49152 per CPU-second: 8 columns 12.3-12.5 ms, 16 8.4-10.4, 32 12.1-12.9).
+GEMV_TN_Q8 = 16
 GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
 # Real GPUs (llama.cpp's mul_mat_vec, onnxruntime's MatMulNBits): a workgroup of 64 streams one weight row
 # for 4 output columns and reduces across its invocations. K-major f32 weights: 8 x 32 (vec4 columns x
@@ -55,12 +59,17 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
     vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
     layout = nbits_layout(ctx, fmt, k)
-    common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4,
+    # the affine formats' (scale, minimum) pairs as one vec2 load each (lavapipe: int4 576x49152 GEMV on int8
+    # activations 5.5 -> 4.6 ms, same process)
+    vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
+    common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
                   has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, **layout)
     gemv_when, gemm_when = row_steps(rows, ctx)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:
         _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
+    elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
+        _q8_gemv(ctx, reads, out, gemv_when, k, n, common)
     elif gemv_when != "skip":
         tn = GEMV_TN_4BIT if fmt in ("int4", "nbits4") else GEMV_TN
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
@@ -84,6 +93,32 @@ def _sizes(k: int, n: int, layout: dict, rows: int | None = None) -> dict:
     return sizes
 
 
+def _quantize_x(ctx, reads: dict, k: int, when, pairs: bool = False) -> dict:
+    """A first pass that turns x into int8 blocks of 32 (xq) with their scale and exact sum (xs): ``reads``
+    with them in place of x. ``pairs``: the software class's layout (16 words a block), else dp4a's (8)."""
+    nb = -(-k // 32)
+
+    def make():
+        xq, xs = ctx.temp("uint32", (nb * (16 if pairs else 8),)), ctx.temp("float32", (nb * 2,))
+        ctx.dispatch("gemv.wgsl.j2", {"x": reads["x"]}, {"xq": xq, "xs": xs}, work=nb, wg=64, kind="quantize_x",
+                     when=when, xvec=k % 4 == 0, params={"K": k, "NB": nb}, pairs=pairs,
+                     vec4_vars=(["x"] if k % 4 == 0 else []) + (["xq"] if pairs else []))
+        return xq, xs
+
+    # GEMVs reading the same x (q/k/v, gate/up projections) share one pass
+    xq, xs = ctx.shared(("quantize_x", reads["x"].id, k, pairs, repr(when)), make)
+    return {"xq": xq, "xs": xs, **{name: t for name, t in reads.items() if name != "x"}}
+
+
+def _q8_gemv(ctx, reads: dict, out, when, k: int, n: int, common: dict) -> None:
+    """The software class's int4 decode GEMV on int8 activations (quant_matmul.wgsl.j2 ``q8``): the integer
+    products take a third of the f32 unpacking's instructions, leaving the weight loads as the cost."""
+    reads = _quantize_x(ctx, reads, k, when, pairs=True)
+    tn = GEMV_TN_Q8
+    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG, when=when,
+                 params=_sizes(k, n, {}), kind="gemv", tn=tn, q8=True, **{**common, "vec4_vars": ["xq", "wq"]})
+
+
 def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool, epilogue_fn: str,
               layout: dict) -> None:
     """The GPU class's decode GEMV (gemv.wgsl.j2 'nk'). With the class's dp4a knob and int8/int4 weights, a
@@ -92,11 +127,8 @@ def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool,
     wpr = {"f32": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
     sizes = {"K": k, "N": n, "NB": nb, "WPR": wpr, **({"NBQ": layout["NBQ"]} if "NBQ" in layout else {})}
     common = dict(when=when, fmt=fmt, xvec=k % 4 == 0, params=sizes)
-    if ctx.kclass.use_dp4a and fmt in ("int8", "int4"):
-        xq, xs = ctx.temp("uint32", (nb * 8,)), ctx.temp("float32", (nb * 2,))
-        ctx.dispatch("gemv.wgsl.j2", {"x": reads["x"]}, {"xq": xq, "xs": xs}, work=nb, wg=64, kind="quantize_x",
-                     vec4_vars=["x"] if k % 4 == 0 else [], **common)
-        reads = {"xq": xq, "xs": xs, **{name: t for name, t in reads.items() if name != "x"}}
+    if ctx.kclass.int8_activations(fmt):
+        reads = _quantize_x(ctx, reads, k, when)
     vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] if wvec else [])
     ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
                  kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,

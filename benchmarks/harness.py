@@ -73,13 +73,17 @@ def baseline_checkout(rev: str, log=print) -> tuple[str, str]:
     return sha, root
 
 
+BASELINE_ROUNDS = 3
+
+
 class Settings:
     """Repetitions: ``quick`` keeps every cell but runs each fewer times."""
 
     def __init__(self, quick: bool):
         self.quick = quick
         self.baseline: dict[str, str] = {}  # revision -> its folder (baseline_checkout)
-        self.warmup, self.runs = (1, 3) if quick else (2, 10)
+        # --quick: the budget bounds the runs; a fast model's median wants more than a handful of samples
+        self.warmup, self.runs = (2, 30) if quick else (2, 10)
         self.decode_passes = 1 if quick else 3
         # Seconds of timed runs per model (after warm-up): slow engines get fewer samples, never none;
         # and the most a job may take in all before its cell says it timed out.
@@ -167,32 +171,63 @@ def build_artifacts(specs: list[S.ModelSpec], log) -> None:
             log(sp.build_error)
 
 
-def run_native(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: str, log) -> list[dict]:
-    rows, jobs, runnable = [], [], []
+def native_results(engine: str, specs: list[S.ModelSpec], settings: Settings, tmp: str, log,
+                   kernels: bool) -> dict:
+    """One pass of the engine's worker over the models it can run: model name -> result."""
+    jobs = []
     for sp in specs:
-        why = unavailable(engine, sp)
-        if why:
-            rows += rows_for(engine, sp, None, why)
-        else:
-            runnable.append(sp)
+        if not unavailable(engine, sp):
             jobs.append(S.job(sp, settings))
             if "@" in engine:  # the baseline's worker builds the model with the baseline's compiler
                 jobs[-1].update(quantize=sp.quantize,
                                 baseline_cache=settings.baseline[engine.split("@", 1)[1]])
     # Kernel microbenchmarks: every webinfer adapter in a full run, the default one with --quick.
-    if getattr(settings, "kernels", True) and "@" not in engine and (
+    if kernels and getattr(settings, "kernels", True) and "@" not in engine and (
             engine == "webinfer" or engine.startswith("webinfer") and not settings.quick):
         jobs.append({"model": "kernels", "kernels": True, "quick": settings.quick})
     if not jobs:
-        return rows
+        return {}
     t0 = time.perf_counter()
     by_model = {r["model"]: r for r in run_worker(engine, jobs, settings, tmp)}
     log(f"{engine}: {time.perf_counter() - t0:.0f} s")
-    for sp in runnable:
-        rows += rows_for(engine, sp, by_model.get(sp.name))
-    if "kernels" in by_model:
-        rows += kernel_rows(engine, by_model["kernels"])
+    return by_model
+
+
+def native_rows(engine: str, specs: list[S.ModelSpec], rounds: list[dict]) -> list[dict]:
+    """Rows from one or more passes (``rounds``) of an engine's worker: the samples of every pass together;
+    a pass that failed reports its error."""
+    rows = []
+    for sp in specs:
+        why = unavailable(engine, sp)
+        if why:
+            rows += rows_for(engine, sp, None, why)
+            continue
+        results = [r[sp.name] for r in rounds if sp.name in r]
+        failed = [r for r in results if "error" in r]
+        if failed or not results:
+            rows += rows_for(engine, sp, failed[0] if failed else None)
+            continue
+        merged = dict(results[-1])
+        for _, _, key in metrics(sp):
+            merged[key] = [v for r in results for v in r.get(key) or []]
+        rows += rows_for(engine, sp, merged)
+    for r in rounds:
+        if "kernels" in r:
+            rows += kernel_rows(engine, r["kernels"])
     return rows
+
+
+def run_natives(engines: list[str], specs: list[S.ModelSpec], settings: Settings, tmp: str, log) -> list[dict]:
+    """Every native engine. With a baseline revision among them, the workers run ``BASELINE_ROUNDS`` passes,
+    alternating their order, and each cell pools its samples: a ratio of two engines timed one after the
+    other on a shared software GPU otherwise follows the load, not the code (--quick: 0.71x and 1.19x in two
+    runs of the same pair)."""
+    passes = BASELINE_ROUNDS if any("@" in e for e in engines) else 1
+    results: dict[str, list[dict]] = {e: [] for e in engines}
+    for i in range(passes):
+        for engine in engines if i % 2 == 0 else engines[::-1]:
+            results[engine].append(native_results(engine, specs, settings, tmp, log, kernels=i == 0))
+    return [row for e in engines for row in native_rows(e, specs, results[e])]
 
 
 def job_limit(job: dict, settings: Settings) -> float:
@@ -291,8 +326,7 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     build_artifacts(specs, log)
     rows = []
     with tempfile.TemporaryDirectory(prefix="webinfer-bench-") as tmp:
-        for engine in [e for e in engines if is_native(e)]:
-            rows += run_native(engine, specs, settings, tmp, log)
+        rows += run_natives([e for e in engines if is_native(e)], specs, settings, tmp, log)
         browser_engines = [e for e in engines if e in BROWSER]
         if browser_engines:
             from .browser import run_browser

@@ -80,9 +80,14 @@ def test_baseline_revision_and_forced_class(tmp_path, monkeypatch):
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
     spec = S.ModelSpec("tiny", tiny_model(tmp_path / "tiny.onnx", 1.0), {"x": x})
     out = tmp_path / "out"
+    logs: list[str] = []
     rows = harness.run(str(out), quick=True, engines=["webinfer", "webinfer-gpu"], specs=[spec], kernels=False,
-                       log=lambda line: None, baseline="HEAD")
+                       log=logs.append, baseline="HEAD")
     cell = {r["engine"]: r for r in rows}
+    # the workers take turns, BASELINE_ROUNDS passes in alternating order, and each cell pools its passes
+    passes = [line.split(":")[0] for line in logs if line.startswith("webinfer") and line.endswith(" s")]
+    n = len(passes) // harness.BASELINE_ROUNDS
+    assert n == 4 and len(passes) == 4 * harness.BASELINE_ROUNDS and passes[n:2 * n] == passes[:n][::-1], passes
     assert set(cell) == {"webinfer", "webinfer@HEAD", "webinfer-gpu", "webinfer-gpu@HEAD"}
     for engine in ("webinfer", "webinfer@HEAD", "webinfer-gpu"):
         assert cell[engine]["error"] is None, cell[engine]

@@ -133,10 +133,14 @@ async def time_generator(gen, job: dict) -> dict:
         if not decode and not _more(i, job["runs"], start, job["budget_s"]):
             break
         deadline = start + job["budget_s"]
+        if hasattr(gen, "reset"):  # prefill the whole prompt each time (not the prefix a previous run cached)
+            gen.reset()
         async for _tok in gen.agenerate(list(llm["prompt"]), max_new_tokens=n_new if decode else 1,
                                         temperature=0.0, stop_at_eos=False):
             if len(gen.stats["token_ids"]) >= 3 and time.perf_counter() > deadline:
                 gen.cancel()  # stops after this step; the stats still cover the tokens made
+        if gen.stats.get("reused_tokens"):
+            raise RuntimeError(f"the prompt's prefill reused {gen.stats['reused_tokens']} cached tokens")
         if i < job["runs"]:
             prefill.append(gen.stats["ttft_s"] * 1e3)
         if decode:

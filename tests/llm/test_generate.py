@@ -178,3 +178,22 @@ def test_repetition_penalty_matches_reference(tiny_llama_dir, tiny_gen):
     assert want != ort_greedy(tiny_llama_dir / "model.onnx", prompt, 16)[0]
     got = [t.id for t in tiny_gen.generate(prompt, max_new_tokens=16, repetition_penalty=0.3, stop_at_eos=False)]
     assert got == want
+
+
+def test_bench_generator_loop_prefills_the_whole_prompt(tiny_llama_dir, tiny_gen):
+    """webinfer bench's generation loop (benchmarks/runner.time_generator) runs one prompt several times; each
+    run must prefill all of it (the generator's prefix cache would otherwise leave one token to time) and the
+    greedy ids must be onnxruntime's."""
+    import asyncio
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from benchmarks.runner import time_generator
+
+    prompt = _ids(40, seed=7)
+    job = {"warmup": 1, "runs": 3, "budget_s": 60,
+           "llm": {"prompt": prompt, "decode": [0] * 6, "decode_passes": 1}}
+    result = asyncio.run(time_generator(tiny_gen, job))
+    assert len(result["prefill_ms"]) == 3 and tiny_gen.stats["reused_tokens"] == 0
+    want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 7)
+    assert result["outputs"]["tokens"] == want

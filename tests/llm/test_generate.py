@@ -184,7 +184,6 @@ def test_bench_generator_loop_prefills_the_whole_prompt(tiny_llama_dir, tiny_gen
     """webinfer bench's generation loop (benchmarks/runner.time_generator) runs one prompt several times; each
     run must prefill all of it (the generator's prefix cache would otherwise leave one token to time) and the
     greedy ids must be onnxruntime's."""
-    import asyncio
     import os
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -193,7 +192,7 @@ def test_bench_generator_loop_prefills_the_whole_prompt(tiny_llama_dir, tiny_gen
     prompt = _ids(40, seed=7)
     job = {"warmup": 1, "runs": 3, "budget_s": 60,
            "llm": {"prompt": prompt, "decode": [0] * 6, "decode_passes": 1}}
-    result = asyncio.run(time_generator(tiny_gen, job))
+    result = run_sync(time_generator(tiny_gen, job))  # (an event loop may already run: pytest-playwright)
     assert len(result["prefill_ms"]) == 3 and tiny_gen.stats["reused_tokens"] == 0
     want, _ = ort_greedy(tiny_llama_dir / "model.onnx", prompt, 7)
     assert result["outputs"]["tokens"] == want

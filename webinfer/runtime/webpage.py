@@ -117,9 +117,12 @@ class WorkerHost:
         session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
                                          _py(kernel_class) or None)
         gen = Generator(session.core, session.tokenizer())
-        # A prefill of several tokens and two decode steps compile every pipeline before the first message;
-        # then the cache is forgotten, so the first turn is timed as it would be on a warm page.
-        async for _ in gen.achat([{"role": "user", "content": "Hi"}], max_new_tokens=2, stop_at_eos=False):
+        # A prefill of two tokens (the prefill kernels: more than one row) and a decode step compile every
+        # pipeline before the first message; more tokens would only add compute (a 31-token chat prompt cost
+        # ~0.5 s more natively, more on SwiftShader). Then the cache is forgotten, so the first turn is timed as
+        # it would be on a warm page.
+        warm = gen.chat_ids([{"role": "user", "content": "Hi"}])[:2]
+        async for _ in gen.agenerate(warm, max_new_tokens=2, stop_at_eos=False):
             pass
         gen.reset()
         info = _describe(session, self.gpu)

@@ -213,9 +213,14 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
         _conv_gemm(ctx, x, w, bias, out, win, cs, transpose=transpose, x_zero=x_zero, extra=extra,
                    epilogue=epilogue, epilogue_fn=epilogue_fn, extra_reads=extra_reads)
         return
+    reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
+    if bias is not None:
+        reads["bias"] = ctx.gpu(bias)
+    reads.update({k: ctx.gpu(t) for k, t in {**(extra or {}), **(extra_reads or {})}.items()})
+    if epilogue_fn:
+        epilogue = f"epi({epilogue}, co, 0u, idx)"
     if not transpose and x_zero is None and w_zero is None and _depthwise_rows(ctx, x, out, win, cs):
-        _depthwise_conv(ctx, x, w, bias, out, win, cs, (swk, swg), epilogue=epilogue, epilogue_fn=epilogue_fn,
-                        extra_reads={**(extra or {}), **(extra_reads or {})})
+        _depthwise_conv(ctx, x, reads, out, win, cs, (swk, swg), epilogue, epilogue_fn)
         return
     wvec = w.value is not None and w.dtype == "float32" and out_dtype == "float32" and cs.cout_g % 4 == 0
     tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block
@@ -223,12 +228,6 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
     npix = D.product(win.out)
     params = {"C": x.shape[1], "Cout": cs.cout, "cin_g": cs.cin_g, "cout_g": cs.cout_g, "isp": D.product(in_sp),
               "P": npix, "swi": swi, "swk": swk, "swg": swg, "swc": swc, **window_params(win, in_sp)}
-    reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
-    if bias is not None:
-        reads["bias"] = ctx.gpu(bias)
-    reads.update({k: ctx.gpu(t) for k, t in {**(extra or {}), **(extra_reads or {})}.items()})
-    if epilogue_fn:
-        epilogue = f"epi({epilogue}, co, 0u, idx)"
     grid = (D.ceildiv(npix, tp * WG), cs.cout // tc, x.shape[0])
     ctx.dispatch("conv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, rank=r, tc=tc, tp=tp,
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
@@ -244,24 +243,19 @@ def _depthwise_rows(ctx, x, out, win: Window, cs: ConvShape) -> bool:
             and win.dilations[1] == 1)
 
 
-def _depthwise_conv(ctx, x, w, bias, out, win: Window, cs: ConvShape, strides: tuple, *, epilogue: str,
-                    epilogue_fn: str, extra_reads: dict) -> None:
-    """Depthwise 2-D conv, a ``depthwise_tile`` of outputs per invocation (see dwconv.wgsl.j2)."""
+def _depthwise_conv(ctx, x, reads: dict, out, win: Window, cs: ConvShape, strides: tuple, epilogue: str,
+                    epilogue_fn: str) -> None:
+    """Depthwise 2-D conv, a ``depthwise_tile`` of outputs per invocation (see dwconv.wgsl.j2); ``reads`` and
+    ``epilogue`` as the direct kernel's."""
     rows, t = ctx.kclass.depthwise_tile
     swk, swg = strides
     nbx = D.ceildiv(win.out[1], t)
     in_sp = list(x.shape[2:])
     params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "swk": swk,
               "swg": swg, **window_params(win, in_sp)}
-    reads = {"x": ctx.gpu(x), "w": ctx.gpu(w)}
-    if bias is not None:
-        reads["bias"] = ctx.gpu(bias)
-    reads.update({k: ctx.gpu(v) for k, v in extra_reads.items()})
-    if epilogue_fn:
-        epilogue = f"epi({epilogue}, co, 0u, idx)"
     grid = (D.ceildiv(D.mul(D.ceildiv(win.out[0], rows), nbx), WG), cs.cout, x.shape[0])
     ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t, rows=rows,
-                 has_bias=bias is not None, epilogue=epilogue, epilogue_fn=epilogue_fn)
+                 has_bias="bias" in reads, epilogue=epilogue, epilogue_fn=epilogue_fn)
 
 
 def _implicit_gemm(ctx, w, cs: ConvShape, w_zero) -> bool:

@@ -17,7 +17,7 @@ from ..registry import WEBINFER_DOMAIN, lowering
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
-# 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4); 64 invocations per workgroup. 4-bit weights
+# 2 columns 1.07, 1 column 0.81 (x is loaded once for all 4), then with 64 invocations per workgroup. 4-bit weights
 # take 8 columns (benchmarks/gemv_bandwidth.py, GB of weights per CPU-second, same run, two rounds: 576x49152
 # 1.26 -> 1.35, 576x1536 1.88-2.18 -> 2.21-2.37, 1536x576 2.21 -> 2.41); 8-bit ones keep 4 (576x1536: 2.9
 # with 4, 2.8-2.9 with 8).

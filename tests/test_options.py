@@ -53,6 +53,10 @@ def test_tile_policies():
     assert with_tiles(SOFTWARE, "startup").matmul == SOFTWARE.matmul_small
     assert with_tiles(SOFTWARE, "throughput").matmul_small is None
     assert with_tiles(GPU, "startup") == GPU  # no small tile declared: unchanged
+    # the quantized prefill GEMM: the software class's big tile, the default (quick to compile) one for pages
+    assert SOFTWARE.quant_gemm.tm * SOFTWARE.quant_gemm.tn > GPU.quant_gemm.tm * GPU.quant_gemm.tn
+    assert with_tiles(SOFTWARE, "startup").quant_gemm == GPU.quant_gemm
+    assert with_tiles(SOFTWARE, "throughput").quant_gemm == SOFTWARE.quant_gemm
     assert BuildOptions(tiles="startup").to_json()["kernel_classes"]["software"]["matmul"]["tm"] == 8
     with pytest.raises(WebinferError, match="--tiles"):
         BuildOptions(tiles="fast")

@@ -56,6 +56,9 @@ class KernelClass:
     # counts as SYMBOLIC_DIM_GUESS.
     matmul_small: Tiling | None = None
     small_matmul_macs: int = 0
+    # The prefill GEMM against packed int4/int8 weights where tiles are not shared (quant_matmul.wgsl.j2 'gemm'):
+    # rows x columns per invocation. The default is the quick-to-compile tile the ``startup`` policy keeps.
+    quant_gemm: Tiling = Tiling(tm=4, tn=4, wx=8, wy=4)
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
@@ -92,6 +95,11 @@ SOFTWARE = KernelClass(
     matmul_small=Tiling(tm=8, tn=8, wx=8, wy=8),
     small_matmul_macs=16 << 20,
     matmul_scalar=Tiling(tm=8, tn=8, wx=8, wy=8, vec=False),
+    # SmolLM2-135M int4, 128-token prefill, lavapipe, same process, alternating (3 rounds): 4x4 1.95-2.13 s,
+    # 8x8 1.52-1.68, 4x16 1.49-1.66, 8x16 1.25-1.37 (each x word feeds 16 columns, each weight word 8 rows).
+    # The 8x16 code is 1,760 WGSL lines a shader, which SwiftShader compiles slowly (chat page cold start
+    # 5.9 -> 11 s): pages build with ``startup``, which keeps 4x4.
+    quant_gemm=Tiling(tm=8, tn=16, wx=8, wy=4),
     depthwise_tile=(2, 8),
     attention="serial",
 )
@@ -203,7 +211,10 @@ class BuildOptions:
 
 def with_tiles(k: KernelClass, policy: str) -> KernelClass:
     """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
-    product on it (pages, one-shot runs); ``throughput``: none (long-lived sessions, benchmarks)."""
+    product on it, and the quantized GEMM on its default tile (pages, one-shot runs); ``throughput``: no small
+    tiles (long-lived sessions, benchmarks)."""
+    if policy == "startup":
+        k = replace(k, quant_gemm=KernelClass.quant_gemm)
     if k.matmul_small is None or policy == "balanced":
         return k
     if policy == "startup":
@@ -217,7 +228,7 @@ def class_to_json(k: KernelClass) -> dict:
 
 def class_from_json(data: dict) -> KernelClass:
     kw = dict(data)
-    for key in ("matmul", "matmul_scalar", "matmul_small"):
+    for key in ("matmul", "matmul_scalar", "matmul_small", "quant_gemm"):
         if kw.get(key) is not None:
             kw[key] = Tiling(**kw[key])
     for key in ("adapter_types", "features", "conv_block", "depthwise_tile", "q8_gemv"):

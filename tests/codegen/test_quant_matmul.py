@@ -84,6 +84,29 @@ def test_matmul_q(fmt, k, n, tmp_path, target):
             np.testing.assert_allclose(y, x.astype(np.float64) @ ref_w, *tolerance(target, 1e-4, 1e-4 * np.sqrt(k)))
 
 
+@pytest.mark.parametrize("tiles", ["balanced", "startup"])
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_software_gemm_tiles(fmt, tiles, tmp_path):
+    """The software class's prefill GEMM on its big tile (balanced) and on the quick-to-compile one (startup):
+    partial tiles in both directions."""
+    k, n = 96, 37
+    w = rng.normal(size=(k, n)).astype(np.float32)
+    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
+                       [onnx.numpy_helper.from_array(w, "w")])
+    m = build(proto, str(tmp_path), quantize=fmt, target="software", tiles=tiles)
+    tile = m["options"]["kernel_classes"]["software"]["quant_gemm"]
+    assert (tile["tm"], tile["tn"]) == ((8, 16) if tiles == "balanced" else (4, 4))
+    words, params = quantize_nk(w.T, fmt)
+    ref_w = unpack_reference(words, params, fmt, k).T
+    sess = InferenceSession(str(tmp_path))
+    for rows in (2, 9, 70):
+        x = rng.normal(size=(rows, k)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ ref_w, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(k))
+
+
 @pytest.mark.parametrize("target", ["gpu", "gpu-dp4a"])
 def test_weights_of_different_shapes_share_one_shader(tmp_path, target):
     """Two quantized products of different K and N in a row: their decode GEMVs (and dp4a's activation

@@ -3,16 +3,15 @@
 
 A decode step multiplies one row by each weight: the work is streaming the weight once, so the matrix-
 vector kernel (GEMV) gives each invocation one output column and walks its contiguous N-major words,
-while the prefill kernel (GEMM) keeps a 4x4 tile of rows x columns in registers to reuse each loaded
-word. When the row count is symbolic both steps are emitted with ``when`` conditions on it, so one
-artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay packed in GPU memory.
+while the prefill kernel (GEMM) keeps a tile of rows x columns in registers (the class's ``quant_gemm``)
+to reuse each loaded word. When the row count is symbolic both steps are emitted with ``when`` conditions on
+it, so one artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay packed in GPU memory.
 """
 
 from __future__ import annotations
 
 from ... import dims as D
 from ...opschema import PER_WORD
-from ...options import Tiling
 from ..registry import WEBINFER_DOMAIN, lowering
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
@@ -31,7 +30,6 @@ GEMV_TN_4BIT = 8
 # int4 on int8 activations (_q8_gemv): 16 columns per invocation (the block's x words loaded once for 16;
 # 576x49152 per CPU-second: 8 columns 12.3-12.5 ms, 16 8.4-10.4, 32 12.1-12.9).
 GEMV_TN_Q8 = 16
-GEMM_TILING = Tiling(tm=4, tn=4, wx=8, wy=4)
 # Real GPUs (llama.cpp's mul_mat_vec, onnxruntime's MatMulNBits): a workgroup of 64 streams one weight row
 # for 4 output columns and reduces across its invocations. K-major f32 weights: 8 x 32 (vec4 columns x
 # k-groups): 32 columns and 32 k-streams per workgroup, so a 576-wide output still spreads over 18 workgroups.
@@ -77,7 +75,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     if gemm_when != "skip" and tiled:
         _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
-        t = GEMM_TILING
+        t = ctx.kclass.quant_gemm
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
                      params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t, **common)

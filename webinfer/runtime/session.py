@@ -347,10 +347,13 @@ class SessionCore:
             if n not in outputs:
                 raise WebinferError(f"unknown output {n!r} (the model's outputs: {', '.join(outputs)})")
         gpu_inputs = gpu_inputs or {}
-        self._write_inputs(plan, host, skip=gpu_inputs)
         # (the planner may have given the source and the input one buffer: the data is then already in place)
         pre = [(src, 0, plan["buffers"][self._input_tensor[name]], 0, nbytes) for name, (src, nbytes)
                in gpu_inputs.items() if src is not plan["buffers"][self._input_tensor[name]]]
+        if pre:  # copied first, in a submit of their own: a source (the previous run's output) may share its
+            # buffer with an input this run writes from the host, and host writes run before the next submit
+            self.device.submit([], [], pre)
+        self._write_inputs(plan, host, skip=gpu_inputs)
         readbacks = self._readbacks(plan, overlap)
         copies, shapes, sources = [], {}, {}
         for n in names:
@@ -358,7 +361,7 @@ class SessionCore:
             shapes[n] = [D.evaluate(d, env) for d in self.tensors[tid]["shape"]]
             sources[n] = plan["buffers"][plan["base"][tid]]
             copies.append((sources[n], 0, readbacks[n][0], 0, max(4, self._nbytes(tid, _prod(shapes[n])))))
-        self.device.submit(plan["dispatches"], copies, pre)
+        self.device.submit(plan["dispatches"], copies)
         return {"names": names, "shapes": shapes, "readbacks": readbacks, "outputs": sources}
 
     def _readbacks(self, plan: dict, overlap: bool) -> dict:

@@ -4,7 +4,8 @@ Written by the KV-cache rewrite (graph/llm/kv_cache.py). Inputs: q [1, Hq, S, D]
 [1, Hkv, S, D], an additive (float) or boolean mask broadcastable to [1, Hq, S, T], and the two cache
 states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim. With
 ``bshd_rotary=1`` q, k, v (and the output) are [1, S, heads, D] and two more inputs, cos and sin
-[1, S, D], rotate q and k (rotate_half) as they are read. ``softcap`` > 0 caps the scaled scores as
+[1, S, D], rotate q and k (rotate_half) as they are read. With ``packed_qkv=1`` (graph/llm/pack_qkv.py) the
+three are one tensor [1, S, Hq + 2 Hkv, D]: each row holds q's heads, then k's, then v's. ``softcap`` > 0 caps the scaled scores as
 ``softcap * tanh(s / softcap)`` before the mask (Gemma 2).
 
 Two dispatches: a copy of the S new rows into positions [past, past + S) of both caches (in place, no
@@ -39,15 +40,23 @@ def lower_cached_attention(ctx) -> None:
     if kc.kind != "state" or vc.kind != "state" or kc.capacity is None:
         raise ctx.unsupported("past keys/values must be KV-cache states (built with a max sequence length)")
     fused = bool(ctx.attr("bshd_rotary", 0))
+    packed = bool(ctx.attr("packed_qkv", 0))  # q, k and v are one tensor: rows of q | k | v heads
     if fused:  # q, k, v in [b, s, heads, d]; rotary from cos/sin [b, s, d]; output in [b, s, heads, d]
         _, s, hq, d = q.shape
         rot = {"cos": ctx.gpu(ctx.inputs[6]), "sin": ctx.gpu(ctx.inputs[7])}
     else:
         _, hq, s, d = q.shape
         rot = {}
+    row_heads = hq
+    if packed:
+        hq = int(ctx.attr("q_heads", 0))
     hkv, cap = kc.capacity[1], kc.capacity[2]
-    if not all(isinstance(x, int) for x in (hq, hkv, d, cap)) or d % 4 or hq % hkv:
+    if not all(isinstance(x, int) for x in (hq, hkv, d, cap)) or d % 4 or not hq or hq % hkv:
         raise ctx.unsupported("head counts and head size must be fixed, head size a multiple of 4")
+    if packed and (not fused or row_heads != hq + 2 * hkv):
+        raise ctx.unsupported(f"a packed q|k|v input needs [b, s, {hq + 2 * hkv}, d] rows, not {q.shape}")
+    # where the heads of q, k and v start in their rows (`fused` layouts: cached_attention.wgsl.j2)
+    rows = dict(qs=row_heads, ks=row_heads, ko=hq, vo=hq + hkv) if packed else dict(qs=hq, ks=hkv, ko=0, vo=0)
     past = kc.shape[2]
     total = D.add(past, s)
     params = {"s": s, "past": past, "n": D.mul(hkv * d, s)}
@@ -55,8 +64,8 @@ def lower_cached_attention(ctx) -> None:
     f16_cache = ["kc", "vc"] if ctx.kclass.use_f16 and ctx.kclass.attention == "flash" else []
     ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
                  {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
-                 fused=fused, f16_vars=f16_cache)
-    out = ctx.output(0, q.dtype, q.shape)
+                 fused=fused, f16_vars=f16_cache, **rows)
+    out = ctx.output(0, q.dtype, (q.shape[0], s, hq, d) if fused else q.shape)
     tm = mask.shape[-1]
     _, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
     pairs = D.mul(hq, s)
@@ -69,16 +78,17 @@ def lower_cached_attention(ctx) -> None:
     # dearly for barriers.
     if ctx.kclass.attention == "serial":
         ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=pairs, params=params, wg=SERIAL_WG,
-                     kind="serial", d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused,
+                     kind="serial", d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows,
                      bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"], softcap=softcap,
                      scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         return
     if ctx.kclass.attention == "flash":
-        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap)
+        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,
+               **rows)
         return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
-    ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d, cap=cap, group=hq // hkv,
-                 hq=hq, fused=fused,
+    ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d,
+                 cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  softcap=softcap,
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))

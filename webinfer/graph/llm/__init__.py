@@ -2,8 +2,8 @@
 
 ``generation_rewrites(model, max_seq)`` returns the passes graph/optimize.py runs between the clean-up and
 the fusions: the in-place KV cache with its attention (kv_cache.py; gqa.py for onnxruntime's
-GroupQueryAttention), last-position logits and on-GPU
-sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
+GroupQueryAttention), each layer's q/k/v projections as one matmul (pack_qkv.py), last-position logits
+and on-GPU sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
 artifact.
 """
 
@@ -14,7 +14,7 @@ from functools import partial
 
 import onnx_ir as ir
 
-from . import chat_format, gqa, head, kv_cache
+from . import chat_format, gqa, head, kv_cache, pack_qkv
 
 DEFAULT_MAX_SEQ = 1024
 # contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
@@ -32,6 +32,7 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
         raise ValueError("--max-seq must be at least 1")
     return {
         "kv_cache": partial(gqa.run if grouped else kv_cache.run, max_seq=max_seq),
+        "pack_qkv": pack_qkv.run,
         "last_token_logits": head.last_token_logits,
         "sample_token": partial(head.sample_token, max_seq=max_seq),
     }

@@ -108,3 +108,29 @@ def new_initializer(graph: ir.Graph, array: np.ndarray, hint: str) -> ir.Value:
                      const_value=ir.tensor(array, name=name))
     graph.register_initializer(value)
     return value
+
+
+def onnx_op(value: ir.Value | None, op: str) -> ir.Node | None:
+    """The node producing ``value`` when it is the ONNX op ``op``."""
+    node = value.producer() if value is not None else None
+    return node if node is not None and node.op_type == op and node.domain in ("", "ai.onnx") else None
+
+
+def constant_projection(x: ir.Value) -> tuple[ir.Value, np.ndarray, np.ndarray | None] | None:
+    """x = MatMul(a, W) [+ bias], W a constant float matrix, bias a constant vector of its columns, every
+    intermediate used once: (a, W, bias)."""
+    if sole_consumer(x) is None:
+        return None
+    add, mm, bias = onnx_op(x, "Add"), onnx_op(x, "MatMul"), None
+    if add is not None:
+        for i in (0, 1):
+            mm, bias = onnx_op(add.inputs[i], "MatMul"), const(add.inputs[1 - i])
+            if mm is not None and bias is not None and sole_consumer(mm.outputs[0]) is add:
+                break
+        else:
+            return None
+    w = const(mm.inputs[1]) if mm is not None else None
+    if w is None or w.ndim != 2 or w.dtype.kind != "f" or (bias is not None and (bias.shape != (w.shape[1],)
+                                                                                 or bias.dtype != w.dtype)):
+        return None
+    return mm.inputs[0], w, bias

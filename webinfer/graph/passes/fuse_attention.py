@@ -22,12 +22,16 @@ import onnx_ir as ir
 from ...opschema import WEBINFER_DOMAIN
 from ..llm.attention_match import _scores, unscale
 from ._program import FLOAT_TYPES, use_webinfer_domain
-from ._util import const, ints_attr, new_initializer, remove_if_dead, replace_value, sole_consumer
-
-
-def _op(value: ir.Value | None, op: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    return node if node is not None and node.op_type == op and node.domain in ("", "ai.onnx") else None
+from ._util import (
+    const,
+    constant_projection,
+    ints_attr,
+    new_initializer,
+    remove_if_dead,
+    replace_value,
+    sole_consumer,
+)
+from ._util import onnx_op as _op
 
 
 def _dims(value: ir.Value | None) -> tuple | None:
@@ -197,31 +201,11 @@ def rewrite(graph: ir.Graph, m: dict) -> None:
     _sweep(graph, [merge, out_mm])
 
 
-def _projection(x: ir.Value) -> tuple[ir.Value, np.ndarray, np.ndarray | None] | None:
-    """x = MatMul(a, W) [+ bias], W a constant float matrix, bias a constant vector of its columns, every
-    intermediate used once: (a, W, bias)."""
-    if sole_consumer(x) is None:
-        return None
-    add, mm, bias = _op(x, "Add"), _op(x, "MatMul"), None
-    if add is not None:
-        for i in (0, 1):
-            mm, bias = _op(add.inputs[i], "MatMul"), const(add.inputs[1 - i])
-            if mm is not None and bias is not None and sole_consumer(mm.outputs[0]) is add:
-                break
-        else:
-            return None
-    w = const(mm.inputs[1]) if mm is not None else None
-    if w is None or w.ndim != 2 or w.dtype.kind != "f" or (bias is not None and (bias.shape != (w.shape[1],)
-                                                                                 or bias.dtype != w.dtype)):
-        return None
-    return mm.inputs[0], w, bias
-
-
 def _merged_projection(graph: ir.Graph, before: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, q_heads: int,
                        kv_heads: int) -> ir.Value | None:
     """q, k and v projected from one input with constant weights -> one MatMul (+ bias) writing concat(q, k, v)
     along the last axis, or None when they are not (the three projections stay)."""
-    found = [_projection(x) for x in (q, k, v)]
+    found = [constant_projection(x) for x in (q, k, v)]
     if any(f is None for f in found) or len({id(f[0]) for f in found}) != 1 or q_heads is None or kv_heads is None:
         return None
     ws = [f[1] for f in found]

@@ -1,0 +1,106 @@
+"""One matmul for a decoder layer's q, k and v projections: ``webinfer.CachedAttention`` reads them from
+one packed row.
+
+After the KV-cache rewrite (kv_cache.py, gqa.py) an attention with ``bshd_rotary=1`` reads q, k and v as
+[b, s, heads, d] views (Reshape) of three projections. When the three are MatMul(x, W) [+ bias] of the same
+x with constant weights, every intermediate used once, they become MatMul(x, [Wq | Wk | Wv]) [+ bias]
+viewed as [b, s, Hq + 2 Hkv, d], and the attention takes ``packed_qkv=1`` (codegen/kernels/
+cached_attention.py): a decode step runs one GEMV over all the columns instead of three. Each dispatch costs
+tens of microseconds on a software GPU and the small k/v GEMVs spread over few workgroups (docs/notes.md).
+Weight quantization runs after this pass, on the merged weight; its blocks run along K within a column, so
+the packed columns quantize exactly as they would apart. Anything else (a q/k norm between projection and
+attention, projections of different inputs) leaves the layer as it was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ..passes import dce
+from ..passes._util import (
+    constant_projection,
+    int_attr,
+    new_initializer,
+    onnx_op,
+    remove_if_dead,
+    replace_value,
+)
+
+DOMAIN = "webinfer"
+
+
+def _head_view(value: ir.Value) -> tuple[ir.Value, int, int] | None:
+    """value = Reshape(p, [b, s, heads, d]) of a 3-D p with heads * d columns: (p, heads, d)."""
+    rs = onnx_op(value, "Reshape")
+    if rs is None or value.is_graph_output() or value.shape is None or len(value.shape) != 4:
+        return None
+    heads, d = value.shape[2], value.shape[3]
+    p = rs.inputs[0]
+    if not (isinstance(heads, int) and isinstance(d, int)) or p.shape is None or len(p.shape) != 3 \
+            or p.shape[2] != heads * d:
+        return None
+    return p, heads, d
+
+
+def _pack(graph: ir.Graph, node: ir.Node) -> bool:
+    views = [_head_view(v) for v in node.inputs[:3]]
+    if any(v is None for v in views):
+        return False
+    projections = [constant_projection(v[0]) for v in views]
+    if any(p is None for p in projections) or len({id(p[0]) for p in projections}) != 1:
+        return False
+    (hq, d), (hk, dk), (hv, dv) = ((v[1], v[2]) for v in views)
+    ws = [p[1] for p in projections]
+    if (dk, dv, hv) != (d, d, hk) or len({(w.shape[0], w.dtype) for w in ws}) != 1 \
+            or (hq, hk) != (int_attr(node, "q_heads", -1), int_attr(node, "kv_heads", -1)):
+        return False
+    x, dtype = projections[0][0], node.inputs[0].dtype
+    b, s = node.inputs[0].shape[0], node.inputs[0].shape[1]
+    order = {id(n): i for i, n in enumerate(graph)}
+    anchor = min((onnx_op(p[0], "MatMul") or p[0].producer() for p in views), key=lambda n: order[id(n)])
+
+    def add_node(op: str, inputs: list, shape: list) -> ir.Value:  # before the first projection: x is ready
+        n = ir.Node("", op, inputs, num_outputs=1, name=f"{node.name}_qkv_{op.lower()}")
+        graph.insert_before(anchor, n)
+        n.outputs[0].dtype, n.outputs[0].shape = dtype, ir.Shape(shape)
+        return n.outputs[0]
+
+    heads = hq + 2 * hk
+    packed = add_node("MatMul", [x, new_initializer(graph, np.concatenate(ws, axis=1), "qkv_weight")],
+                      [b, s, heads * d])
+    if any(p[2] is not None for p in projections):
+        bias = np.concatenate([p[2] if p[2] is not None else np.zeros(w.shape[1], w.dtype)
+                               for p, w in zip(projections, ws)])
+        packed = add_node("Add", [packed, new_initializer(graph, bias, "qkv_bias")], [b, s, heads * d])
+    rows = add_node("Reshape", [packed, new_initializer(graph, np.array([0, 0, heads, d], np.int64), "qkv_heads")],
+                    [b, s, heads, d])
+    old = [v.producer() for v in node.inputs[:3]]
+    for i, (start, count) in enumerate(((0, hq), (hq, hk), (hq + hk, hk))):
+        view = node.inputs[i]
+        node.replace_input_with(i, rows)
+        if list(view.uses()):  # read elsewhere too (an exporter's Shape of k): those readers get a slice of
+            # the packed rows, which is no kernel when only its shape is read
+            ends = [new_initializer(graph, np.array([v], np.int64), f"qkv_{name}") for v, name in
+                    ((start, "start"), (start + count, "end"), (2, "axis"))]
+            replace_value(graph, view, add_node("Slice", [rows, *ends], [b, s, count, d]))
+    node.attributes["packed_qkv"] = ir.AttrInt64("packed_qkv", 1)
+    _remove_chains(graph, old)
+    return True
+
+
+def _remove_chains(graph: ir.Graph, nodes: list[ir.Node]) -> None:
+    """The old head views and the projections behind them, now unused (before weight quantization sees them)."""
+    while nodes:
+        node = nodes.pop()
+        producers = [i.producer() for i in node.inputs if i is not None]
+        if remove_if_dead(graph, node):
+            nodes += [p for p in producers if p is not None]
+
+
+def run(model: ir.Model) -> int:
+    """Pack the projections of every attention that allows it; returns the number of layers packed."""
+    dce.run(model)  # the KV-cache rewrite leaves the old attention's nodes reading q, k and v
+    return sum(_pack(model.graph, node) for node in list(model.graph)
+               if node.domain == DOMAIN and node.op_type == "CachedAttention"
+               and int_attr(node, "bshd_rotary", 0) and not int_attr(node, "packed_qkv", 0))

@@ -24,8 +24,8 @@ def _attrs(node) -> dict:
 
 
 # dynamo and optimum spellings; qwen2 has q/k/v biases; optimum's k is also read by a Shape (its readers get a
-# Slice of the packed rows, which lowers to no kernel)
-@pytest.mark.parametrize("name", ["llama-dynamo", "llama-optimum", "qwen2-dynamo", "gemma2-optimum"])
+# Slice of the packed rows, which lowers to no kernel); phi3's export packs them itself (three Slices)
+@pytest.mark.parametrize("name", ["llama-dynamo", "llama-optimum", "qwen2-dynamo", "gemma2-optimum", "phi3-optimum"])
 def test_projections_are_packed(name, tmp_path):
     model = _optimized(name, tmp_path)
     producer = {o: n for n in model.graph.node for o in n.output}
@@ -38,7 +38,7 @@ def test_projections_are_packed(name, tmp_path):
         assert node.input[0] == node.input[1] == node.input[2]
         rows = producer[node.input[0]]
         assert rows.op_type == "Reshape"
-        mm = producer[rows.input[0]]
+        mm = producer[rows.input[0]]  # the merged projection, or phi3's own (its q/k/v Slices gone)
         if mm.op_type == "Add":  # the packed biases
             mm = next(producer[i] for i in mm.input if i in producer and producer[i].op_type == "MatMul")
         w = inits[mm.input[1]]
@@ -46,10 +46,9 @@ def test_projections_are_packed(name, tmp_path):
         assert w.shape[1] == (a["q_heads"] + 2 * a["kv_heads"]) * head
 
 
-@pytest.mark.parametrize("name", ["qwen3-dynamo", "phi3-optimum"])
+@pytest.mark.parametrize("name", ["qwen3-dynamo"])
 def test_layers_that_do_not_fit_stay_as_they_are(name, tmp_path):
-    """qwen3 normalizes q and k per head between projection and attention; phi3's export already computes
-    q, k and v with one matmul (three Slices of it)."""
+    """qwen3 normalizes q and k per head between projection and attention."""
     model = _optimized(name, tmp_path)
     layers = [n for n in model.graph.node if n.op_type == "CachedAttention"]
     assert layers and all(_attrs(n).get("packed_qkv", 0) == 0 for n in layers)

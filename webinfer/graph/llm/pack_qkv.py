@@ -8,8 +8,10 @@ viewed as [b, s, Hq + 2 Hkv, d], and the attention takes ``packed_qkv=1`` (codeg
 cached_attention.py): a decode step runs one GEMV over all the columns instead of three. Each dispatch costs
 tens of microseconds on a software GPU and the small k/v GEMVs spread over few workgroups (docs/notes.md).
 Weight quantization runs after this pass, on the merged weight; its blocks run along K within a column, so
-the packed columns quantize exactly as they would apart. Anything else (a q/k norm between projection and
-attention, projections of different inputs) leaves the layer as it was.
+the packed columns quantize exactly as they would apart. An export that packed them already (q, k and v
+Slices of one projection, as phi3's qkv_proj) gets the same view of that projection, without its three Slice
+kernels. Anything else (a q/k norm between projection and attention, projections of different inputs) leaves the
+layer as it was.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import onnx_ir as ir
 
 from ..passes import dce
 from ..passes._util import (
+    const,
     constant_projection,
     int_attr,
     new_initializer,
     onnx_op,
     remove_if_dead,
     replace_value,
+    sole_consumer,
 )
 
 DOMAIN = "webinfer"
@@ -43,36 +47,60 @@ def _head_view(value: ir.Value) -> tuple[ir.Value, int, int] | None:
     return p, heads, d
 
 
+def _one_row(views: list, bounds: list[int]) -> ir.Value | None:
+    """The exporter packed them already: q, k and v are Slices of one [b, s, total] tensor along its last axis,
+    [bounds[0], bounds[1]), [bounds[1], bounds[2]), [bounds[2], total) (phi3's qkv_proj). That tensor, or None."""
+    total, source = bounds[-1], None
+    for (p, _, _), lo, hi in zip(views, bounds, bounds[1:]):
+        sl = onnx_op(p, "Slice")
+        if sl is None or sole_consumer(p) is None or len(sl.inputs) < 4:
+            return None
+        args = [const(i) for i in sl.inputs[1:]]
+        data = sl.inputs[0]
+        if any(a is None or a.size != 1 for a in args):
+            return None
+        start, end, axis, step = ([int(a.reshape(-1)[0]) for a in args] + [1])[:4]
+        if data.shape is None or len(data.shape) != 3 or data.shape[2] != total or axis not in (-1, 2) \
+                or step != 1 or start != lo or not (end == hi or (hi == total and end > total)):
+            return None
+        if source is not None and data is not source:
+            return None
+        source = data
+    return source
+
+
 def _pack(graph: ir.Graph, node: ir.Node) -> bool:
     views = [_head_view(v) for v in node.inputs[:3]]
     if any(v is None for v in views):
         return False
-    projections = [constant_projection(v[0]) for v in views]
-    if any(p is None for p in projections) or len({id(p[0]) for p in projections}) != 1:
-        return False
     (hq, d), (hk, dk), (hv, dv) = ((v[1], v[2]) for v in views)
-    ws = [p[1] for p in projections]
-    if (dk, dv, hv) != (d, d, hk) or len({(w.shape[0], w.dtype) for w in ws}) != 1 \
-            or (hq, hk) != (int_attr(node, "q_heads", -1), int_attr(node, "kv_heads", -1)):
+    if (dk, dv, hv) != (d, d, hk) or (hq, hk) != (int_attr(node, "q_heads", -1), int_attr(node, "kv_heads", -1)):
         return False
-    x, dtype = projections[0][0], node.inputs[0].dtype
+    heads, dtype = hq + 2 * hk, node.inputs[0].dtype
     b, s = node.inputs[0].shape[0], node.inputs[0].shape[1]
     order = {id(n): i for i, n in enumerate(graph)}
-    anchor = min((onnx_op(p[0], "MatMul") or p[0].producer() for p in views), key=lambda n: order[id(n)])
+    anchor = min((v[0].producer() for v in views), key=lambda n: order[id(n)])
 
-    def add_node(op: str, inputs: list, shape: list) -> ir.Value:  # before the first projection: x is ready
+    def add_node(op: str, inputs: list, shape: list) -> ir.Value:  # before the first projection: its input is ready
         n = ir.Node("", op, inputs, num_outputs=1, name=f"{node.name}_qkv_{op.lower()}")
         graph.insert_before(anchor, n)
         n.outputs[0].dtype, n.outputs[0].shape = dtype, ir.Shape(shape)
         return n.outputs[0]
 
-    heads = hq + 2 * hk
-    packed = add_node("MatMul", [x, new_initializer(graph, np.concatenate(ws, axis=1), "qkv_weight")],
-                      [b, s, heads * d])
-    if any(p[2] is not None for p in projections):
-        bias = np.concatenate([p[2] if p[2] is not None else np.zeros(w.shape[1], w.dtype)
-                               for p, w in zip(projections, ws)])
-        packed = add_node("Add", [packed, new_initializer(graph, bias, "qkv_bias")], [b, s, heads * d])
+    packed = _one_row(views, [0, hq * d, (hq + hk) * d, heads * d])
+    if packed is None:
+        projections = [constant_projection(v[0]) for v in views]
+        if any(p is None for p in projections) or len({id(p[0]) for p in projections}) != 1:
+            return False
+        ws = [p[1] for p in projections]
+        if len({(w.shape[0], w.dtype) for w in ws}) != 1:
+            return False
+        packed = add_node("MatMul", [projections[0][0], new_initializer(graph, np.concatenate(ws, axis=1), "qkv_weight")],
+                          [b, s, heads * d])
+        if any(p[2] is not None for p in projections):
+            bias = np.concatenate([p[2] if p[2] is not None else np.zeros(w.shape[1], w.dtype)
+                                   for p, w in zip(projections, ws)])
+            packed = add_node("Add", [packed, new_initializer(graph, bias, "qkv_bias")], [b, s, heads * d])
     rows = add_node("Reshape", [packed, new_initializer(graph, np.array([0, 0, heads, d], np.int64), "qkv_heads")],
                     [b, s, heads, d])
     old = [v.producer() for v in node.inputs[:3]]

@@ -16,7 +16,7 @@ import math
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
-from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS
+from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, serial_rows
 from .helpers import broadcast_strides, compute_type
 
 WG = 64
@@ -132,8 +132,11 @@ def lower_attention(ctx) -> None:
     if ctx.kclass.attention == "serial" and "qk" not in writes and dq % 4 == 0 and dv % 4 == 0 \
             and max(dq, dv) <= FLASH_MAX_HEAD and q.dtype == "float32":
         # software class: registers only, one pass (d % 4 == 0 makes every K/V stride and offset a whole vec4)
-        ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=SERIAL_WG,
-                     kind="serial", vec4_vars=["k", "v"], **flags)
+        rows = serial_rows(max(dq, dv))
+        rows = rows if not isinstance(sq, int) or sq >= rows else 1
+        n = D.mul(bq * hq, D.ceildiv(sq, rows))
+        ctx.dispatch("attention.wgsl.j2", reads, writes, work=n, params={**params, "n": n},
+                     wg=SERIAL_WG, kind="serial", rows=rows, vec4_vars=["k", "v"], **flags)
         return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
                  qk="qk" in writes, mode=mode, **flags)

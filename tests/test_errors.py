@@ -308,6 +308,25 @@ def test_model_opset_duplicates_and_short_initializers_are_named(tmp_path):
     assert not (tmp_path / "o.wi").exists()
 
 
+def test_inputs_of_one_type_parameter_must_agree(tmp_path):
+    """MatMul of float32 by float64 (one type parameter T in its schema) is refused, as onnxruntime refuses it;
+    Concat's variadic inputs likewise."""
+    cases = [([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+              numpy_helper.from_array(np.ones((4, 3), np.float64), "w"), ["MatMul node 'mm'", "A and B", "float32",
+                                                                            "float64"]),
+             ([helper.make_node("Concat", ["x", "w"], ["y"], axis=0)],
+              numpy_helper.from_array(np.ones((1, 4), np.int64), "w"), ["a Concat node", "inputs[1] and inputs[2]",
+                                                                         "int64"])]
+    for nodes, w, words in cases:
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+        p = str(tmp_path / "types.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        rc, _, err = _cli("build", p, "-o", str(tmp_path / "o.wi"))
+        _assert_one_line_error(rc, err, "must have one type", *words)
+    assert not (tmp_path / "o.wi").exists()
+
+
 @pytest.mark.parametrize("args, words", [
     (["generate", "A", "--prompt", "p", "--temperature", "nan"], ["--temperature", "finite"]),
     (["generate", "A", "--prompt", "p", "--repetition-penalty", "nan"], ["--repetition-penalty", "finite"]),

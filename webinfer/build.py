@@ -17,7 +17,7 @@ from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
 from .graph.index_bounds import input_index_bounds
-from .graph.model_checks import check_dim_names
+from .graph.model_checks import check_dim_names, check_type_constraints
 from .graph.optimize import optimize as optimize_graph
 from .graph.quantize import FORMATS as quantize_formats
 from .graph.quantize import rewrite as quantize_rewrite
@@ -54,6 +54,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if postprocess is not None:
         extra["classify"], assets = prepost.add_classifier_epilogue(ir_model, postprocess)
     check_dim_names(ir_model, dims)
+    check_type_constraints(ir_model)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
         raise WebinferError(f"--max-seq must be a positive integer, got {max_seq!r}")
     try:

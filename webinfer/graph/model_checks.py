@@ -1,7 +1,9 @@
 """Checks on an ONNX model before it is converted, so a malformed file is named, not met as a library error.
 
 The opset must be one the installed onnx knows (a future opset cannot be lowered with today's semantics),
-every value must be defined once (SSA), and every initializer's data must hold what its shape needs.
+every value must be defined once (SSA), and every initializer's data must hold what its shape needs. After
+import, the inputs an operator's schema binds to one type parameter must have one element type (MatMul of a
+float32 and a float64 is no ONNX model: onnxruntime refuses it, and lowering would pick one type silently).
 """
 
 from __future__ import annotations
@@ -122,3 +124,38 @@ def check_dim_names(model, dims: dict | None) -> None:
             have = ", ".join(names) or "none"
             raise WebinferError(f"--dim {name}: the model has no symbolic dim named {name!r} (its symbolic dims: "
                                 f"{have})")
+
+
+def check_type_constraints(model) -> None:
+    """Refuse a node of the standard domain whose inputs bound to one type parameter of its schema (MatMul's
+    A and B: T) have different known element types. ``model``: onnx-ir, after import (types inferred)."""
+    opset = model.opset_imports.get("", None)
+    for node in model.graph:
+        if node.domain not in ("", "ai.onnx") or opset is None:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue  # no schema: the support check names the op
+        bound: dict[str, tuple[str, object]] = {}
+        formals, variadic = list(schema.inputs), onnx.defs.OpSchema.FormalParameterOption.Variadic
+        for i, value in enumerate(node.inputs):
+            k = min(i, len(formals) - 1)
+            if k < 0 or (k < i and formals[k].option != variadic):
+                continue
+            formal = formals[k]
+            name = f"{formal.name}[{i - k + 1}]" if formal.option == variadic else formal.name
+            if value is None or value.dtype is None or (formal.option == variadic and not formal.is_homogeneous):
+                continue
+            seen = bound.setdefault(formal.type_str, (name, value.dtype))
+            if seen[1] != value.dtype:
+                what = f"{node.op_type} node {node.name!r}" if node.name else f"a {node.op_type} node"
+                raise WebinferError(f"{what}: inputs {seen[0]} and {name} must have one type ({formal.type_str}), "
+                                    f"got {_type_name(seen[1])} and {_type_name(value.dtype)}")
+
+
+def _type_name(dtype) -> str:
+    try:
+        return str(dtype.numpy())
+    except Exception:  # types numpy has no name for
+        return dtype.name.lower()

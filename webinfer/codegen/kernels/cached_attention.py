@@ -4,9 +4,9 @@ Written by the KV-cache rewrite (graph/llm/kv_cache.py). Inputs: q [1, Hq, S, D]
 [1, Hkv, S, D], an additive (float) or boolean mask broadcastable to [1, Hq, S, T], and the two cache
 states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim. With
 ``bshd_rotary=1`` q, k, v (and the output) are [1, S, heads, D] and two more inputs, cos and sin
-[1, S, D], rotate q and k (rotate_half) as they are read. With ``packed_qkv=1`` (graph/llm/pack_qkv.py) the
-three are one tensor [1, S, Hq + 2 Hkv, D]: each row holds q's heads, then k's, then v's. ``softcap`` > 0 caps the scaled scores as
-``softcap * tanh(s / softcap)`` before the mask (Gemma 2).
+[1, S, D], rotate q and k (rotate_half) as they are read. With ``packed_qkv=1`` (graph/llm/pack_qkv.py)
+the three are one tensor [1, S, Hq + 2 Hkv, D]: each row holds q's heads, then k's, then v's. ``softcap`` > 0
+caps the scaled scores as ``softcap * tanh(s / softcap)`` before the mask (Gemma 2).
 
 Two dispatches: a copy of the S new rows into positions [past, past + S) of both caches (in place, no
 copy of the rest of the cache), then one workgroup per (query head, query row) that streams the keys in
@@ -36,6 +36,8 @@ SERIAL_FLOATS = 128
 def serial_rows(d: int) -> int:
     """Query rows per invocation of a serial attention kernel with head size ``d``."""
     return max(1, min(4, SERIAL_FLOATS // d))
+
+
 # The GPU class (GPU_KERNELS.md sections 3 and 4): prefill stages keys/values in workgroup memory, FLASH_BQ
 # query rows per workgroup (one per invocation), FLASH_TILE_FLOATS floats of K (and of V) per tile (8 KiB
 # together in f32); decode splits the keys into blocks of SPLIT_CHUNK, one workgroup each, then merges.

@@ -26,7 +26,6 @@ from ..passes._util import (
     int_attr,
     new_initializer,
     onnx_op,
-    remove_if_dead,
     replace_value,
     sole_consumer,
 )
@@ -103,7 +102,6 @@ def _pack(graph: ir.Graph, node: ir.Node) -> bool:
             packed = add_node("Add", [packed, new_initializer(graph, bias, "qkv_bias")], [b, s, heads * d])
     rows = add_node("Reshape", [packed, new_initializer(graph, np.array([0, 0, heads, d], np.int64), "qkv_heads")],
                     [b, s, heads, d])
-    old = [v.producer() for v in node.inputs[:3]]
     for i, (start, count) in enumerate(((0, hq), (hq, hk), (hq + hk, hk))):
         view = node.inputs[i]
         node.replace_input_with(i, rows)
@@ -113,22 +111,15 @@ def _pack(graph: ir.Graph, node: ir.Node) -> bool:
                     ((start, "start"), (start + count, "end"), (2, "axis"))]
             replace_value(graph, view, add_node("Slice", [rows, *ends], [b, s, count, d]))
     node.attributes["packed_qkv"] = ir.AttrInt64("packed_qkv", 1)
-    _remove_chains(graph, old)
     return True
-
-
-def _remove_chains(graph: ir.Graph, nodes: list[ir.Node]) -> None:
-    """The old head views and the projections behind them, now unused (before weight quantization sees them)."""
-    while nodes:
-        node = nodes.pop()
-        producers = [i.producer() for i in node.inputs if i is not None]
-        if remove_if_dead(graph, node):
-            nodes += [p for p in producers if p is not None]
 
 
 def run(model: ir.Model) -> int:
     """Pack the projections of every attention that allows it; returns the number of layers packed."""
     dce.run(model)  # the KV-cache rewrite leaves the old attention's nodes reading q, k and v
-    return sum(_pack(model.graph, node) for node in list(model.graph)
-               if node.domain == DOMAIN and node.op_type == "CachedAttention"
-               and int_attr(node, "bshd_rotary", 0) and not int_attr(node, "packed_qkv", 0))
+    packed = sum(_pack(model.graph, node) for node in list(model.graph)
+                 if node.domain == DOMAIN and node.op_type == "CachedAttention"
+                 and int_attr(node, "bshd_rotary", 0) and not int_attr(node, "packed_qkv", 0))
+    if packed:
+        dce.run(model)  # the separate projections, before weight quantization would pack them too
+    return packed

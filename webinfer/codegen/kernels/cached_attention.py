@@ -12,7 +12,9 @@ Two dispatches: a copy of the S new rows into positions [past, past + S) of both
 copy of the rest of the cache), then one workgroup per (query head, query row) that streams the keys in
 chunks with an online softmax: scores of a chunk into workgroup memory, their max and sum reduced across
 the workgroup, and each invocation accumulating its own output dims from V. Grouped-query heads read kv
-head ``h / (Hq / Hkv)`` directly from the cache: the heads are never expanded.
+head ``h / (Hq / Hkv)`` directly from the cache: the heads are never expanded. The kernel classes choose
+other attend kernels: the software class's serial ones (a decode row's keys split across invocations, then
+merged), the GPU class's flash and split-K ones.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ SERIAL_WG = 16
 # MiniLM's attention (d 32) ran 26.3 -> 9.6 ms with 4 rows (8 rows: 22.3, spilling), SmolLM2's 128-token
 # prefill (d 64) TTFT 1.29 -> 1.19 s with 2 rows and 1.24 -> 1.32 s with 4 (same process, alternating).
 SERIAL_FLOATS = 128
+
+
+# Keys per invocation of the software class's decode step (_serial_split): SmolLM2 (9 heads, d 64) at 128
+# cached keys gives 36 invocations over the device's threads instead of 9 on one.
+SERIAL_CHUNK = 32
 
 
 def serial_rows(d: int) -> int:
@@ -89,15 +96,17 @@ def lower_cached_attention(ctx) -> None:
     # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
     # dearly for barriers.
     if ctx.kclass.attention == "serial":
-        # decode (one row) and prefill (serial_rows query rows per invocation) as two steps under `when`
-        for when, block in zip(row_steps(s), (1, serial_rows(d))):
-            if when == "skip":
-                continue
+        common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows, bool_mask=mask.dtype == "bool",
+                      softcap=softcap, scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+        decode_when, prefill_when = row_steps(s)
+        if decode_when != "skip":
+            _serial_split(ctx, reads, out, params, decode_when, common)
+        if prefill_when != "skip":  # serial_rows query rows per invocation
+            block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
             ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=n, params={**params, "pairs": n},
-                         wg=SERIAL_WG, when=when, kind="serial", rows=block, d=d, cap=cap, group=hq // hkv, hq=hq,
-                         fused=fused, **rows, bool_mask=mask.dtype == "bool", vec4_vars=["kc", "vc"],
-                         softcap=softcap, scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+                         wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"],
+                         **common)
         return
     if ctx.kclass.attention == "flash":
         _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,
@@ -109,6 +118,21 @@ def lower_cached_attention(ctx) -> None:
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  softcap=softcap,
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+
+
+def _serial_split(ctx, reads: dict, out, params: dict, when, common: dict) -> None:
+    """The software class's decode step: one invocation per (query head, SERIAL_CHUNK keys), registers only,
+    each writing its partial (acc, max, sum); cached_flash.wgsl.j2's merge combines them. One invocation per
+    head would leave a decode row's keys to one thread of the device, serially."""
+    pairs, d = params["pairs"], common["d"]
+    nblk = D.ceildiv(params["t"], SERIAL_CHUNK)
+    part = ctx.temp("float32", (common["hq"], nblk, d + 2))  # a decode row: pairs == hq (not sized by prefill's)
+    ctx.dispatch("cached_attention.wgsl.j2", reads, {"part": part}, work=D.mul(pairs, nblk), wg=SERIAL_WG,
+                 when=when, params={**params, "nblk": nblk}, kind="serial", rows=1, chunk=SERIAL_CHUNK,
+                 vec4_vars=["kc", "vc"], **common)
+    n = D.mul(pairs, d)
+    ctx.dispatch("cached_flash.wgsl.j2", {"part": part}, {"out": out}, work=n, wg=WG, when=when,
+                 params={"s": params["s"], "nblk": nblk, "n": n}, kind="merge", **common)
 
 
 def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
@@ -126,7 +150,7 @@ def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
                      when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], **cache, **attrs)
     if decode_when != "skip":
         nblk = D.ceildiv(total, SPLIT_CHUNK)
-        part = ctx.temp("float32", (params["pairs"], nblk, d + 2))
+        part = ctx.temp("float32", (hq, nblk, d + 2))  # one row: pairs == hq, whatever a prefill's row count
         split_params = {**params, "nblk": nblk}
         ctx.dispatch("cached_flash.wgsl.j2", reads, {"part": part}, grid=(nblk, params["pairs"], 1),
                      params=split_params, wg=WG, when=decode_when, kind="split", chunk=SPLIT_CHUNK,

@@ -31,6 +31,20 @@ def test_attention_masks(mask, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_attention_lowest_float_mask(target):
+    """Exports mask with float32's lowest rather than -inf. Rows 0-3 see a causal prefix (the serial kernels
+    skip the keys past it), rows 4-7 see no key at all: their softmax is uniform over every key, not empty."""
+    low = np.finfo(np.float32).min
+    mask = np.zeros((8, 6), np.float32)
+    for i in range(4):
+        mask[i, i + 2:] = low
+    mask[4:] = low
+    mask[6, 0] = 0.0  # one row of the second group sees key 0 alone
+    feeds = {"q": f(1, 2, 8, 8), "k": f(1, 2, 6, 8), "v": f(1, 2, 6, 8), "m": mask}
+    check_node("Attention", feeds, opset=23, target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dv", [8, 5])
 def test_attention_3d_gqa_with_past_and_present(target, dv):
     feeds = {"q": f(2, 4, 6 * 8), "k": f(2, 4, 2 * 8), "v": f(2, 4, 2 * dv), "m": f(4, 7), "pk": f(2, 2, 3, 8),

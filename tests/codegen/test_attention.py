@@ -32,15 +32,16 @@ def test_attention_masks(mask, target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_attention_lowest_float_mask(target):
-    """Exports mask with float32's lowest rather than -inf. Rows 0-3 see a causal prefix (the serial kernels
-    skip the keys past it), rows 4-7 see no key at all: their softmax is uniform over every key, not empty."""
+    """Exports mask with float32's lowest rather than -inf. Rows see a causal prefix of 40 keys (the kernels
+    skip the keys, or the gpu classes' key tiles, past the furthest one a workgroup's rows see); row 5 sees no
+    key at all: its softmax is uniform over every key, not empty; row 6 sees key 0 alone."""
     low = np.finfo(np.float32).min
-    mask = np.zeros((8, 6), np.float32)
-    for i in range(4):
-        mask[i, i + 2:] = low
-    mask[4:] = low
-    mask[6, 0] = 0.0  # one row of the second group sees key 0 alone
-    feeds = {"q": f(1, 2, 8, 8), "k": f(1, 2, 6, 8), "v": f(1, 2, 6, 8), "m": mask}
+    mask = np.zeros((8, 40), np.float32)
+    for i in range(8):
+        mask[i, i + 1:] = low
+    mask[5] = low
+    mask[6, 1:] = low
+    feeds = {"q": f(1, 2, 8, 8), "k": f(1, 2, 40, 8), "v": f(1, 2, 40, 8), "m": mask}
     check_node("Attention", feeds, opset=23, target=target)
 
 

@@ -39,11 +39,11 @@ def test_projections_are_packed(name, tmp_path):
         rows = producer[node.input[0]]
         assert rows.op_type == "Reshape"
         mm = producer[rows.input[0]]  # the merged projection, or phi3's own (its q/k/v Slices gone)
-        if mm.op_type == "Add":  # the packed biases
-            mm = next(producer[i] for i in mm.input if i in producer and producer[i].op_type == "MatMul")
-        w = inits[mm.input[1]]
-        head = w.shape[1] // (a["q_heads"] + 2 * a["kv_heads"])
-        assert w.shape[1] == (a["q_heads"] + 2 * a["kv_heads"]) * head
+        # stored N-major for decode (graph/quantize.py); the packed biases, if any, fused as its epilogue
+        assert mm.op_type in ("MatMulQ", "FusedMatMulQ") and _attrs(mm)["format"] == b"f32"
+        columns = inits[mm.input[1]].shape[0]
+        head = columns // (a["q_heads"] + 2 * a["kv_heads"])
+        assert columns == (a["q_heads"] + 2 * a["kv_heads"]) * head
 
 
 @pytest.mark.parametrize("name", ["qwen3-dynamo"])

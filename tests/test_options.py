@@ -56,6 +56,8 @@ def test_tile_policies():
     # the quantized prefill GEMM: the software class's big tile, the default (quick to compile) one for pages
     assert SOFTWARE.quant_gemm.tm * SOFTWARE.quant_gemm.tn > GPU.quant_gemm.tm * GPU.quant_gemm.tn
     assert with_tiles(SOFTWARE, "startup").quant_gemm == GPU.quant_gemm
+    # lavapipe unpacks quantized words faster by shifts, SwiftShader (pages: startup) by the builtins
+    assert SOFTWARE.unpack_by_shifts and not with_tiles(SOFTWARE, "startup").unpack_by_shifts
     assert with_tiles(SOFTWARE, "throughput").quant_gemm == SOFTWARE.quant_gemm
     assert BuildOptions(tiles="startup").to_json()["kernel_classes"]["software"]["matmul"]["tm"] == 8
     with pytest.raises(WebinferError, match="--tiles"):

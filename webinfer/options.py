@@ -59,6 +59,11 @@ class KernelClass:
     # The prefill GEMM against packed int4/int8 weights where tiles are not shared (quant_matmul.wgsl.j2 'gemm'):
     # rows x columns per invocation. The default is the quick-to-compile tile the ``startup`` policy keeps.
     quant_gemm: Tiling = Tiling(tm=4, tn=4, wx=8, wy=4)
+    # Quantized words unpacked by shifts, masks and converts (the block scale carrying unorm's 1/255) instead of
+    # unpack4x8unorm/snorm (quant_matmul.wgsl.j2). lavapipe: int4 576x49152 GEMV 31-34 -> 38-39 % of the copy
+    # peak, SmolLM2 int4 TTFT 1.18 -> 1.11 s. SwiftShader the other way (chat page, alternating: decode 5.5-6.0
+    # -> 4.4-4.5 tok/s), so the ``startup`` policy (pages) keeps the builtins.
+    unpack_by_shifts: bool = False
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
@@ -100,6 +105,7 @@ SOFTWARE = KernelClass(
     # The 8x16 code is 1,760 WGSL lines a shader, which SwiftShader compiles slowly (chat page cold start
     # 5.9 -> 11 s): pages build with ``startup``, which keeps 4x4.
     quant_gemm=Tiling(tm=8, tn=16, wx=8, wy=4),
+    unpack_by_shifts=True,
     depthwise_tile=(2, 8),
     attention="serial",
 )
@@ -211,10 +217,10 @@ class BuildOptions:
 
 def with_tiles(k: KernelClass, policy: str) -> KernelClass:
     """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
-    product on it, and the quantized GEMM on its default tile (pages, one-shot runs); ``throughput``: no small
-    tiles (long-lived sessions, benchmarks)."""
+    product on it, and the quantized GEMM on its default tile and unpacking (pages on SwiftShader, one-shot
+    runs); ``throughput``: no small tiles (long-lived sessions, benchmarks)."""
     if policy == "startup":
-        k = replace(k, quant_gemm=KernelClass.quant_gemm)
+        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts)
     if k.matmul_small is None or policy == "balanced":
         return k
     if policy == "startup":

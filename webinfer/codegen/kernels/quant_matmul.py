@@ -61,7 +61,8 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     # activations 5.5 -> 4.6 ms, same process)
     vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
-                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, **layout)
+                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, shifts=ctx.kclass.unpack_by_shifts,
+                  **layout)
     gemv_when, gemm_when = row_steps(rows, ctx)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:

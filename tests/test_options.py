@@ -8,11 +8,15 @@ from oprefs import make_model
 
 import webinfer
 from webinfer.errors import WebinferError
-from webinfer.options import GPU, KERNEL_CLASSES, SOFTWARE, BuildOptions, class_from_json, class_to_json
+from webinfer.options import (GPU, KERNEL_CLASSES, SOFTWARE, SOFTWARE_SUBGROUPS, BuildOptions, class_from_json,
+                              class_to_json)
 
 
 def test_targets_expand_to_classes():
-    assert BuildOptions().classes == ("gpu", "software")
+    assert BuildOptions().classes == ("gpu", "software-subgroups", "software")
+    # pages (startup tiles) broadcast no rows, which leaves software-subgroups a copy of software: not carried
+    assert BuildOptions(tiles="startup").classes == ("gpu", "software")
+    assert BuildOptions(target="software-subgroups", tiles="startup").classes == ("software-subgroups",)
     assert BuildOptions(target="software").classes == ("software",)
     assert BuildOptions(target="gpu").kernel_classes == [GPU]
 
@@ -58,6 +62,7 @@ def test_tile_policies():
     assert with_tiles(SOFTWARE, "startup").quant_gemm == GPU.quant_gemm
     # lavapipe unpacks quantized words faster by shifts, SwiftShader (pages: startup) by the builtins
     assert SOFTWARE.unpack_by_shifts and not with_tiles(SOFTWARE, "startup").unpack_by_shifts
+    assert SOFTWARE_SUBGROUPS.subgroup_rows == 8 and with_tiles(SOFTWARE_SUBGROUPS, "startup").subgroup_rows == 0
     assert with_tiles(SOFTWARE, "throughput").quant_gemm == SOFTWARE.quant_gemm
     assert BuildOptions(tiles="startup").to_json()["kernel_classes"]["software"]["matmul"]["tm"] == 8
     with pytest.raises(WebinferError, match="--tiles"):
@@ -67,7 +72,7 @@ def test_tile_policies():
 
 def _class_shaders(out: str, cls: str) -> dict[str, list[str]]:
     """Kernel family label -> its shaders' WGSL, for a model of every hot family built for class ``cls``: a
-    tiled MatMul, an f32 decode GEMV (one row), a long-row Softmax, a flash Attention, an implicit-GEMM Conv
+    tiled (vec4) MatMul, an f32 decode GEMV (one row), a long-row Softmax, a flash Attention, an implicit-GEMM Conv
     and an int4 decode GEMV."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -77,7 +82,7 @@ def _class_shaders(out: str, cls: str) -> dict[str, list[str]]:
     model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("MatMul", ["x", "w"], ["g"]),
                         helper.make_node("Softmax", ["r"], ["s"]), helper.make_node("Attention", ["q", "kk", "v"], ["t"]),
                         helper.make_node("Conv", ["cx", "cw"], ["c"])],
-                       {"a": f(65, 70), "b": f(70, 67), "x": f(1, 600), "r": f(3, 700), "q": f(1, 4, 70, 64),
+                       {"a": f(65, 72), "b": f(72, 68), "x": f(1, 600), "r": f(3, 700), "q": f(1, 4, 70, 64),
                         "kk": f(1, 2, 70, 64), "v": f(1, 2, 70, 64), "cx": f(1, 8, 9, 7)},
                        ["y", "g", "s", "t", "c"], {"w": f(600, 40), "cw": f(20, 8, 3, 3)}, opset=23)
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "q",
@@ -100,9 +105,10 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
     each class says it runs: workgroup tiles/reductions under the gpu classes, subgroup reductions in the row
     kernels and quantized GEMVs where a class uses subgroups, f16 tiles in GEMM/conv/attention under gpu-f16,
     dot4I8Packed in the quantized GEMV under gpu-dp4a, int8-activation products (pairs_dot) under software-q8,
-    and none of these in a class that does not use them.
+    subgroup broadcasts in the vec4 matmul and quantized GEMV under software-subgroups, and none of these in a
+    class that does not use them.
     Where gpu-subgroups/gpu-dp4a use no feature of theirs (GEMM, f32 GEMV, conv, attention), their shaders are
-    gpu's, byte for byte: what runs gpu's in Chromium runs theirs."""
+    gpu's, byte for byte: what runs gpu's in Chromium runs theirs; so are software-subgroups' software's."""
     k = KERNEL_CLASSES[cls]
     texts = _class_shaders(str(tmp_path), cls)
     marks = {"workgroup": "var<workgroup>", "subgroups": "enable subgroups;", "f16": "enable f16;",
@@ -112,7 +118,8 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         uses = {key for key, mark in marks.items() if mark in wgsl}
         assert ("workgroup" in uses) == k.workgroup_memory, (family, uses)
         assert ("f16" in uses) == (k.use_f16 and family in ("MatMul", "Attention", "Conv")), (family, uses)
-        assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ")), (family, uses)
+        broadcasts = bool(k.subgroup_rows) and family in ("MatMul", "MatMulQ")
+        assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ") or broadcasts), (family, uses)
         assert ("dp4a" in uses) == (k.use_dp4a and family == "MatMulQ"), (family, uses)
         assert ("q8" in uses) == (bool(k.q8_gemv) and family == "MatMulQ"), (family, uses)
     if k.workgroup_memory:  # the gpu classes' kernel families (software: matmul, quant_matmul, conv)
@@ -121,3 +128,7 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         gpu = _class_shaders(str(tmp_path), "gpu")
         for label in ("matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "attention:Attention"):
             assert texts[label] == gpu[label], label
+    if k.subgroup_rows:
+        software = _class_shaders(str(tmp_path), "software")
+        for label in ("quant_matmul:MatMul", "reduce:Softmax", "attention:Attention", "conv:Conv"):
+            assert texts[label] == software[label], label

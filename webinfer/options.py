@@ -64,6 +64,12 @@ class KernelClass:
     # peak, SmolLM2 int4 TTFT 1.18 -> 1.11 s. SwiftShader the other way (chat page, alternating: decode 5.5-6.0
     # -> 4.4-4.5 tok/s), so the ``startup`` policy (pages) keeps the builtins.
     unpack_by_shifts: bool = False
+    # Loads shared over a subgroup of this many lanes, handed round by subgroupBroadcast, where every lane would
+    # otherwise load the same values (a software GPU gathers each non-constant address lane by lane): the vec4
+    # matmul's A rows (matmul.wgsl.j2: tm / subgroup_rows rows a lane) and the packed GEMV/GEMM's blocks of x
+    # (quant_matmul.wgsl.j2 ``sgx``: a vec4 a lane, so 8 only). 0: none. The shaders check at run time that
+    # the subgroup is whole, of this size and on one row of tiles, else take the plain loop.
+    subgroup_rows: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
@@ -137,13 +143,19 @@ GPU_DP4A = replace(GPU_SUBGROUPS, name="gpu-dp4a", features=("subgroups", DP4A),
 # (the activation pass is one more dispatch), SmolLM2 int4 decode no faster, and its greedy ids left
 # onnxruntime's on one of two prompts (docs/notes.md).
 SOFTWARE_Q8 = replace(SOFTWARE, name="software-q8", q8_gemv=("int4",))
+# The software class where the adapter has subgroups (lavapipe: 8 lanes), loads shared by broadcast. lavapipe,
+# software vs this class, same process, alternating, 3 rounds (docs/notes.md): matmul 512^3 26-37 -> 38-67 % of
+# the FMA peak; int4 GEMV 576x49152 33-34 -> 39-52 % of the copy peak; SmolLM2-135M int4 (128-token prompt, 5
+# rounds) TTFT 1.45 -> 1.09 s, decode 12.0 -> 14.6 tok/s, same ids. Pages (startup tiles) do not carry it.
+SOFTWARE_SUBGROUPS = replace(SOFTWARE, name="software-subgroups", features=("subgroups",), subgroup_rows=8)
 KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A,
-                                                              SOFTWARE_Q8)}
+                                                              SOFTWARE_Q8, SOFTWARE_SUBGROUPS)}
 
 SYMBOLIC_DIM_GUESS = 128  # a sequence length, for choices by size made before it is known
 
 # --target: the classes an artifact carries, in order of preference among those an adapter can run.
-TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software"), "software": ("software",), "gpu": ("gpu",)}
+TARGETS: dict[str, tuple[str, ...]] = {"portable": ("gpu", "software-subgroups", "software"), "software": ("software",),
+                                       "gpu": ("gpu",)}
 
 # WebGPU's default limits (what browsers give without asking), and a larger tier for native targets.
 LIMITS: dict[str, dict[str, int]] = {
@@ -186,7 +198,7 @@ class BuildOptions:
         if self.tiles not in TILE_POLICIES:
             raise WebinferError(f"--tiles {self.tiles!r}: choose from {', '.join(TILE_POLICIES)}")
         if not self.classes:
-            object.__setattr__(self, "classes", TARGETS.get(self.target, (self.target,)))
+            object.__setattr__(self, "classes", _distinct(TARGETS.get(self.target, (self.target,)), self.tiles))
         unknown = [c for c in self.classes if c not in KERNEL_CLASSES]
         if unknown:
             raise WebinferError(f"unknown kernel class {unknown[0]!r}: choose from {', '.join(KERNEL_CLASSES)}")
@@ -217,15 +229,29 @@ class BuildOptions:
 
 def with_tiles(k: KernelClass, policy: str) -> KernelClass:
     """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
-    product on it, and the quantized GEMM on its default tile and unpacking (pages on SwiftShader, one-shot
-    runs); ``throughput``: no small tiles (long-lived sessions, benchmarks)."""
+    product on it, and the quantized GEMM on its default tile and unpacking, no subgroup rows (pages on
+    SwiftShader, whose subgroups have 4 lanes; one-shot runs); ``throughput``: no small tiles (long-lived
+    sessions, benchmarks)."""
     if policy == "startup":
-        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts)
+        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts,
+                    subgroup_rows=0)
     if k.matmul_small is None or policy == "balanced":
         return k
     if policy == "startup":
         return replace(k, matmul=k.matmul_small, matmul_small=None, small_matmul_macs=0)
     return replace(k, matmul_small=None, small_matmul_macs=0)
+
+
+def _distinct(names: tuple[str, ...], policy: str) -> tuple[str, ...]:
+    """A target's classes less those the tile policy makes a copy of another one it carries that needs fewer
+    features (under ``startup``, software-subgroups is the software class)."""
+    tiled = {n: with_tiles(KERNEL_CLASSES[n], policy) for n in names}
+
+    def copies(n: str, other: str) -> bool:
+        k, o = tiled[n], tiled[other]
+        return set(o.features) < set(k.features) and replace(o, name=k.name, features=k.features) == k
+
+    return tuple(n for n in names if not any(copies(n, other) for other in names if other != n))
 
 
 def class_to_json(k: KernelClass) -> dict:

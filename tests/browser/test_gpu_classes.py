@@ -3,7 +3,8 @@ SwiftShader, which has subgroups and the packed_4x8_integer_dot_product language
 (gpu-f16 is covered natively). One small artifact per kernel family and class, built here, run by the
 conformance page (web/conformance: Pyodide + BrowserDevice), outputs compared with onnxruntime or numpy.
 Tiled GEMM, f32 GEMV, conv and flash attention run under gpu only: gpu-subgroups and gpu-dp4a build the same
-shaders for them (tests/test_options.py::test_each_class_builds_its_own_variants checks it)
+shaders for them (tests/test_options.py::test_each_class_builds_its_own_variants checks it). The matmul case
+also runs under software-subgroups, the one software class with subgroup builtins.
 
     pytest -m browser tests/browser/test_gpu_classes.py
 """
@@ -34,6 +35,9 @@ pytestmark = pytest.mark.browser
 CLASSES = ("gpu", "gpu-subgroups", "gpu-dp4a")
 F32_ONLY = CLASSES[:2]  # gpu-dp4a differs from gpu-subgroups only in the int8/int4 GEMVs
 SHARED = ("matmul", "gemv", "conv", "attention")  # no subgroups in these families: gpu's shaders under every class
+# ... but software-subgroups' matmul broadcasts A rows over a subgroup of 8 (its plain loop elsewhere): Tint must
+# take its `diagnostic(off, subgroup_uniformity)` and the subgroup builtins, and the check must hold on SwiftShader
+SOFTWARE_CASES = {"matmul": ("gpu", "software-subgroups")}
 rng = np.random.default_rng(11)
 MAX_SEQ = 128  # the tiny Llama's KV cache (and penalty_ids) length
 
@@ -139,7 +143,7 @@ def site_cases(tmp_path_factory, webinfer_wheel, tiny_llama_dir):  # noqa: F811
     for case, model in onnx_cases().items():
         feeds = _feeds_of(model)
         want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-        for cls in ("gpu",) if case in SHARED else F32_ONLY:
+        for cls in SOFTWARE_CASES.get(case, ("gpu",)) if case in SHARED else F32_ONLY:
             art = str(root / f"{case}-{cls}")
             webinfer.build(model, art, target=cls)
             cases.append(_case(site, f"{case}-{cls}", art, [(feeds, None)]))
@@ -215,7 +219,8 @@ def _check(kind: str, got: np.ndarray, want: np.ndarray) -> None:
         assert got.argmax() == want.argmax()
 
 
-@pytest.mark.parametrize("name", [f"{case}-gpu" for case in SHARED] + [f"rows-{cls}" for cls in F32_ONLY] +
+@pytest.mark.parametrize("name", [f"{case}-gpu" for case in SHARED] + ["matmul-software-subgroups"] +
+                         [f"rows-{cls}" for cls in F32_ONLY] +
                          [f"{case}-{cls}" for case in ("qint8-gemv", "qint8", "qint4-gemv", "qint4") for cls in CLASSES] +
                          [f"llama-{cls}" for cls in F32_ONLY])
 def test_gpu_class_in_chromium(page_results, name):

@@ -11,8 +11,9 @@ def f32(shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-MATMUL_TARGETS = ("software", "gpu", "gpu-f16")  # the matmul kernels use no subgroups: test_matmul_classes
-# and the integer tests below run them under every class
+# The matmul kernels use subgroups only in software-subgroups (A rows broadcast): test_matmul_classes and the
+# integer tests below run them under every other class
+MATMUL_TARGETS = ("software", "software-subgroups", "gpu", "gpu-f16")
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((7, 13), (13, 9)), ((2, 5, 6), (6, 3)), ((6,), (6, 7)), ((5, 6), (6,)),
     ((6,), (6,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((3, 17, 33), (3, 33, 10)),
@@ -52,16 +53,19 @@ def test_gemm_constant_weight_transposed():
     check_node("Gemm", {"a": f32((1, 6))}, initializers={"w": f32((6, 4))})
 
 
+@pytest.mark.parametrize("target", ["software", "software-subgroups"])
 @pytest.mark.parametrize("tiles", ["startup", "throughput"])
 @pytest.mark.parametrize("sa,sb", [((70, 64), (64, 68)), ((2, 3, 16), (2, 16, 8)), ((3, 1, 7, 4), (2, 4, 36)),
-                                   ((33, 20), (20, 12))])
-def test_matmul_tile_policies(tiles, sa, sb):
-    """The software class's quick-to-compile tile (startup) and its big register tile (throughput)."""
+                                   ((33, 20), (20, 12)), ((2, 40, 32), (2, 32, 136))])
+def test_matmul_tile_policies(tiles, sa, sb, target):
+    """The software classes' quick-to-compile tile (startup) and big register tile (throughput). Under
+    software-subgroups the throughput tile's 16 rows come 2 per lane from 8 lanes, and a product whose
+    workgroup is narrower than a subgroup (8 x 4 invocations made 4 x 8) takes the plain loop."""
     from webinfer.options import BuildOptions
 
     own = np.random.default_rng(7)  # (the module's rng sequence stays as the other tests expect it)
     a, b = (own.uniform(-1, 1, size=s).astype(np.float32) for s in (sa, sb))
-    check_node("MatMul", {"a": a, "b": b}, target=BuildOptions(target="software", tiles=tiles))
+    check_node("MatMul", {"a": a, "b": b}, target=BuildOptions(target=target, tiles=tiles))
 
 
 @pytest.mark.parametrize("target", TARGETS)

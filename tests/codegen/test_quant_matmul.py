@@ -55,7 +55,7 @@ def test_int4_recovers_q4_1_blocks_exactly():
     assert np.abs(unpack_reference(words, params, "int4", 64) - w).max() < 1e-6
 
 
-@pytest.mark.parametrize("target", TARGETS + ("software-q8",))
+@pytest.mark.parametrize("target", TARGETS + ("software-q8", "software-subgroups"))
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 @pytest.mark.parametrize("k,n", [(64, 40), (70, 5), (36, 9), (96, 33), (32, 1), (600, 7)])
 def test_matmul_q(fmt, k, n, tmp_path, target):

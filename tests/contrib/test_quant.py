@@ -39,7 +39,7 @@ CASES = [  # (rows, k, n, bits, block, zero points, bias)
 ]
 
 
-@pytest.mark.parametrize("target", ["software", "gpu"])
+@pytest.mark.parametrize("target", ["software", "software-subgroups", "gpu"])
 @pytest.mark.parametrize("rows,k,n,bits,block,zp,bias", CASES)
 def test_matmul_nbits(rows, k, n, bits, block, zp, bias, target):
     inits = _nbits_weights(n, k, bits, block, zp)

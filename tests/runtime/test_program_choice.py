@@ -67,15 +67,16 @@ def portable(tmp_path_factory):
 
 def test_portable_artifact_shares_tensors(portable):
     _, m, _, _ = portable
-    assert [p["class"] for p in m["programs"]] == ["gpu", "software"]
-    assert m["programs"][0]["weights"] == m["programs"][1]["weights"]  # stored once, used by both
+    assert [p["class"] for p in m["programs"]] == ["gpu", "software-subgroups", "software"]
+    assert m["programs"][0]["weights"] == m["programs"][1]["weights"] == m["programs"][2]["weights"]  # stored once
     assert sum(t["kind"] == "weight" for t in m["tensors"]) == 1
     assert m["options"]["target"] == "portable"
 
 
-@pytest.mark.parametrize("forced,want", [(None, "software"), ("software", "software"), ("gpu", "gpu")])
+@pytest.mark.parametrize("forced,want", [(None, "software-subgroups"), ("software", "software"), ("gpu", "gpu")])
 def test_portable_runs_each_class(portable, forced, want):
-    """lavapipe is a CPU adapter: software by default; the gpu program still runs correctly on it."""
+    """lavapipe is a CPU adapter with subgroups: software-subgroups by default; the software and gpu programs
+    still run correctly on it."""
     path, _, x, ref = portable
     sess = webinfer.InferenceSession(str(path), kernel_class=forced)
     assert sess.choice.kernel_class == want

@@ -32,11 +32,19 @@ def request_device():
     return _DEVICE
 
 
+NAGA_DROPS = ("enable subgroups;\n", "diagnostic(off, subgroup_uniformity);\n")
+
+
 def naga_wgsl(wgsl: str) -> str:
     """WGSL as wgpu-native's compiler (naga) takes it: naga has the subgroup built-ins without the
-    ``enable subgroups;`` directive that the WGSL spec (and Chromium's Tint) require, and rejects it."""
-    head, sep, rest = wgsl.partition("enable subgroups;\n")
-    return head + rest if sep and "fn " not in head else wgsl
+    ``enable subgroups;`` directive that the WGSL spec (and Chromium's Tint) require, and rejects it; it has no
+    subgroup uniformity rule either (nor checks it) and logs an error for ``diagnostic(off,
+    subgroup_uniformity)``, which Tint needs for a broadcast under a branch. Both go, from the module's head."""
+    for directive in NAGA_DROPS:
+        head, sep, rest = wgsl.partition(directive)
+        if sep and "fn " not in head:
+            wgsl = head + rest
+    return wgsl
 
 
 NAGA_LANGUAGE_FEATURES = ("packed_4x8_integer_dot_product",)

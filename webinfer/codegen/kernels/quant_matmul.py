@@ -72,14 +72,22 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     elif gemv_when != "skip":
         tn = GEMV_TN_4BIT if fmt in ("int4", "nbits4") else GEMV_TN
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
-                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=tn, **common)
+                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=tn,
+                     sgx=_shares_x(ctx, fmt, GEMV_WG), **common)
     if gemm_when != "skip" and tiled:
         _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
         t = ctx.kclass.quant_gemm
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
-                     params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t, **common)
+                     params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
+                     sgx=_shares_x(ctx, fmt, t.wx), **common)
+
+
+def _shares_x(ctx, fmt: str, lanes_per_row: int) -> bool:
+    """Whether the packed GEMV/GEMM loads x by subgroup broadcast (quant_matmul.wgsl.j2 ``sgx``): a block of x
+    is 8 vec4s, one a lane of a subgroup of 8 (the class's subgroup_rows) whose lanes share x's rows."""
+    return fmt != "f32" and ctx.kclass.subgroup_rows == 8 and lanes_per_row % 8 == 0
 
 
 def _sizes(k: int, n: int, layout: dict, rows: int | None = None) -> dict:

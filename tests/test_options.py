@@ -8,8 +8,15 @@ from oprefs import make_model
 
 import webinfer
 from webinfer.errors import WebinferError
-from webinfer.options import (GPU, KERNEL_CLASSES, SOFTWARE, SOFTWARE_SUBGROUPS, BuildOptions, class_from_json,
-                              class_to_json)
+from webinfer.options import (
+    GPU,
+    KERNEL_CLASSES,
+    SOFTWARE,
+    SOFTWARE_SUBGROUPS,
+    BuildOptions,
+    class_from_json,
+    class_to_json,
+)
 
 
 def test_targets_expand_to_classes():

@@ -85,7 +85,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     params["wx"] = t.wx  # (a uniform: products of other aspects share the pipeline)
     sg = ctx.kclass.subgroup_rows
-    sg = sg if vec and sg and t.tm % sg == 0 and (t.wx * t.wy) % sg == 0 else 0
+    sg = sg if sg and t.tm % sg == 0 and (t.wx * t.wy) % sg == 0 else 0  # A's rows by subgroup broadcast
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t, when=when,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
                  epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec, sg=sg,

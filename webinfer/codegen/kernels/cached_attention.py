@@ -104,9 +104,11 @@ def lower_cached_attention(ctx) -> None:
         if prefill_when != "skip":  # serial_rows query rows per invocation
             block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
+            # software-subgroups: a subgroup's invocations on one head share each K/V row (_serial_rows.wgsl.j2)
+            sg = 8 if ctx.kclass.subgroup_lanes == 8 and d % 32 == 0 and SERIAL_WG % 8 == 0 else 0
             ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=n, params={**params, "pairs": n},
                          wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"],
-                         **common)
+                         sg=sg, subgroups=bool(sg), subgroup_branches=bool(sg), **common)
         return
     if ctx.kclass.attention == "flash":
         _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,

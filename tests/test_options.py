@@ -112,8 +112,8 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
     each class says it runs: workgroup tiles/reductions under the gpu classes, subgroup reductions in the row
     kernels and quantized GEMVs where a class uses subgroups, f16 tiles in GEMM/conv/attention under gpu-f16,
     dot4I8Packed in the quantized GEMV under gpu-dp4a, int8-activation products (pairs_dot) under software-q8,
-    subgroup broadcasts in the vec4 matmul and quantized GEMV under software-subgroups, and none of these in a
-    class that does not use them.
+    loads shared in subgroups in the matmul, quantized GEMV and serial attention under software-subgroups, and
+    none of these in a class that does not use them.
     Where gpu-subgroups/gpu-dp4a use no feature of theirs (GEMM, f32 GEMV, conv, attention), their shaders are
     gpu's, byte for byte: what runs gpu's in Chromium runs theirs; so are software-subgroups' software's."""
     k = KERNEL_CLASSES[cls]
@@ -125,7 +125,7 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
         uses = {key for key, mark in marks.items() if mark in wgsl}
         assert ("workgroup" in uses) == k.workgroup_memory, (family, uses)
         assert ("f16" in uses) == (k.use_f16 and family in ("MatMul", "Attention", "Conv")), (family, uses)
-        broadcasts = bool(k.subgroup_lanes) and family in ("MatMul", "MatMulQ")
+        broadcasts = bool(k.subgroup_lanes) and family in ("MatMul", "MatMulQ", "Attention")
         assert ("subgroups" in uses) == (k.use_subgroups and family in ("Softmax", "MatMulQ") or broadcasts), (family, uses)
         assert ("dp4a" in uses) == (k.use_dp4a and family == "MatMulQ"), (family, uses)
         assert ("q8" in uses) == (bool(k.q8_gemv) and family == "MatMulQ"), (family, uses)
@@ -137,5 +137,5 @@ def test_each_class_builds_its_own_variants(tmp_path, cls):
             assert texts[label] == gpu[label], label
     if k.subgroup_lanes:
         software = _class_shaders(str(tmp_path), "software")
-        for label in ("quant_matmul:MatMul", "reduce:Softmax", "attention:Attention", "conv:Conv"):
+        for label in ("quant_matmul:MatMul", "reduce:Softmax", "conv:Conv"):
             assert texts[label] == software[label], label

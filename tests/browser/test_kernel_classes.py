@@ -1,6 +1,6 @@
 """Kernel classes in the page: the worker's chooseProgram (webinfer/site/worker.mjs) and Python's select.py
-pick the same program of a portable artifact on Chromium's SwiftShader (software), and the page's ?class=gpu
-(load(url, {kernelClass})) runs the other one correctly there."""
+pick the same program of a portable artifact on Chromium's SwiftShader (software-subgroups: a CPU adapter
+with subgroups), and the page's ?class=gpu (load(url, {kernelClass})) runs another one correctly there."""
 
 import json
 from urllib.parse import urlparse
@@ -42,7 +42,7 @@ def test_page_picks_a_class_and_runs_both(page, tmp_path, webinfer_wheel):
     finally:
         server.shutdown()
         server.server_close()
-    assert runs[""]["kernel-class"]["name"] == "software"  # the worker's and Python's choice (they must agree)
+    assert runs[""]["kernel-class"]["name"] == "software-subgroups"  # the worker's and Python's choice (they agree)
     assert "cpu adapter" in runs[""]["kernel-class"]["why"]
     assert runs["?class=gpu"]["kernel-class"]["name"] == "gpu"
     for got in (r["outputs"] for r in runs.values()):

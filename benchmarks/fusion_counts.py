@@ -134,10 +134,10 @@ def main(argv=None) -> int:
             models.append(("MiniLM (seq 128)", str(path), {"batch": 1, "sequence": 128}))
         else:
             print(f"MiniLM left out: {path} not there (python -m webinfer.models exports it)", file=sys.stderr)
-    print(f"{'model':34} {'class':9} {'nodes':>6} {'kernels':>8} {'ratio':>7}")
+    print(f"{'model':34} {'class':18} {'nodes':>6} {'kernels':>8} {'ratio':>7}")
     for name, model, dims in models:
         for kclass, nodes, kernels in counts(model, dims):
-            print(f"{name:34} {kclass:9} {nodes:>6} {kernels:>8} {kernels / nodes:>7.1%}")
+            print(f"{name:34} {kclass:18} {nodes:>6} {kernels:>8} {kernels / nodes:>7.1%}")
     return 0
 
 

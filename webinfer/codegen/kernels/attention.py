@@ -16,7 +16,7 @@ import math
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
-from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, serial_rows
+from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, serial_rows, serial_sharing
 from .helpers import broadcast_strides, compute_type
 
 WG = 64
@@ -135,11 +135,9 @@ def lower_attention(ctx) -> None:
         rows = serial_rows(max(dq, dv))
         rows = rows if not isinstance(sq, int) or sq >= rows else 1
         n = D.mul(bq * hq, D.ceildiv(sq, rows))
-        # software-subgroups: a subgroup's invocations on one head share each K/V row (_serial_rows.wgsl.j2 sg)
-        sg = 8 if ctx.kclass.subgroup_lanes == 8 and dq % 32 == 0 and dv % 32 == 0 and SERIAL_WG % 8 == 0 else 0
         ctx.dispatch("attention.wgsl.j2", reads, writes, work=n, params={**params, "n": n},
-                     wg=SERIAL_WG, kind="serial", rows=rows, vec4_vars=["k", "v"], sg=sg, subgroups=bool(sg), subgroup_branches=bool(sg),
-                     **flags)
+                     wg=SERIAL_WG, kind="serial", rows=rows, vec4_vars=["k", "v"],
+                     **serial_sharing(ctx, SERIAL_WG, dq, dv), **flags)
         return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
                  qk="qk" in writes, mode=mode, **flags)

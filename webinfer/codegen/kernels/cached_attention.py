@@ -104,11 +104,9 @@ def lower_cached_attention(ctx) -> None:
         if prefill_when != "skip":  # serial_rows query rows per invocation
             block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
-            # software-subgroups: a subgroup's invocations on one head share each K/V row (_serial_rows.wgsl.j2)
-            sg = 8 if ctx.kclass.subgroup_lanes == 8 and d % 32 == 0 and SERIAL_WG % 8 == 0 else 0
             ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=n, params={**params, "pairs": n},
                          wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"],
-                         sg=sg, subgroups=bool(sg), subgroup_branches=bool(sg), **common)
+                         **serial_sharing(ctx, SERIAL_WG, d), **common)
         return
     if ctx.kclass.attention == "flash":
         _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,
@@ -120,6 +118,13 @@ def lower_cached_attention(ctx) -> None:
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  softcap=softcap,
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+
+
+def serial_sharing(ctx, wg: int, *head_dims: int) -> dict:
+    """software-subgroups: the serial attention kernels' invocations on one head share each K/V row
+    (_serial_rows.wgsl.j2 ``sg``), a vec4 a lane of 8, so for head dims that are multiples of 32."""
+    sg = 8 if ctx.kclass.subgroup_lanes == 8 and wg % 8 == 0 and all(d % 32 == 0 for d in head_dims) else 0
+    return {"sg": sg, "subgroups": bool(sg), "subgroup_branches": bool(sg)}
 
 
 def _serial_split(ctx, reads: dict, out, params: dict, when, common: dict) -> None:

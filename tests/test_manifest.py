@@ -106,6 +106,10 @@ def test_manifest_sha256_written_and_checked(artifact, tmp_path):
      ["programs[0].outputs[0]", "is not written by the steps"]),
     ("an undeclared dim", lambda m: m["tensors"][0]["shape"].__setitem__(0, "batch"),
      ["tensors[0].shape[0]", "'batch' is not one of the artifact's dims"]),
+    ("a texture of a tensor that is no weight", lambda m: m["programs"][0].__setitem__("textures", [[0, "r32float"]]),
+     ["programs[0].textures[0]", "is not a weight the program reads"]),
+    ("an unknown texel format", lambda m: m["programs"][0].__setitem__(
+        "textures", [[m["programs"][0]["weights"][0], "rgb9e5ufloat"]]), ["programs[0].textures[0][1]", "is not one of"]),
 ])
 def test_corrupt_manifest_is_named(artifact, tmp_path, what, edit, words):
     """The structural corruptions the issue ran with exit 0 or met as IndexError/TypeError, forged with valid
@@ -113,6 +117,13 @@ def test_corrupt_manifest_is_named(artifact, tmp_path, what, edit, words):
     art = _copy(artifact, tmp_path)
     _forge(art, edit)
     _refused(art, "manifest.json", *words)
+
+
+def test_weight_texture_the_shader_reads_as_a_buffer_is_named(artifact, tmp_path):
+    """A program that says a weight is a texture where its shaders bind a buffer: refused at the shader."""
+    art = _copy(artifact, tmp_path)
+    _forge(art, lambda m: [p.__setitem__("textures", [[p["weights"][0], "r32float"]]) for p in m["programs"]])
+    _refused(art, ".wgsl", "the shader's bindings do not match its step")
 
 
 def _weight(m) -> int:

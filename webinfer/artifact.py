@@ -260,7 +260,7 @@ def shader_text(data: bytes, spec: Manifest, index: int, where: str) -> str:
     for program in spec.programs:
         for step in program.steps:
             if step.shader == index:
-                check_step_shader(step, text, where)
+                check_step_shader(step, text, where, dict(program.textures))
     return text
 
 

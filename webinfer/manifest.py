@@ -173,6 +173,7 @@ class Program:
     control: tuple  # IfEntry | LoopEntry | CountEntry, in the order the builder closed them
     guards: tuple[Guard, ...]
     placement: tuple[Placement, ...]
+    textures: tuple[tuple[int, str], ...] = ()  # (weight, texel format) bound as textures (runtime/textures.py)
 
 
 @dataclass(frozen=True)
@@ -274,9 +275,10 @@ def parse_manifest(obj, where: str) -> Manifest:
     return manifest
 
 
-def check_step_shader(step: Step, source: str, where: str) -> None:
-    """The shader's bindings are the step's (reads read-only, then writes read-write, then the uniform block)
-    and its ``Params`` fields are the step's uniforms, by name and type, in order."""
+def check_step_shader(step: Step, source: str, where: str, textures: dict | None = None) -> None:
+    """The shader's bindings are the step's (reads read-only, then writes read-write, then the uniform block;
+    a read of one of the program's ``textures`` a texture of that format's texel type) and its ``Params``
+    fields are the step's uniforms, by name and type, in order."""
     from .manifest_checks import check_shader_bindings
 
-    check_shader_bindings(step, source, where)
+    check_shader_bindings(step, source, where, textures or {})

@@ -24,6 +24,8 @@ from .manifest import (
     Tensor,
     WeightPacker,
 )
+from .runtime.textures import FORMATS as TEXTURE_FORMATS
+from .runtime.textures import texture_size
 
 
 def check_consistency(m: Manifest, where: str) -> None:
@@ -217,7 +219,32 @@ def _check_program(m: Manifest, p: Program, path: str, bases: list[int], fail) -
                                 f"{sorted(used_weights)[:8]}")
     if p.shaders != len(used_shaders):
         fail(f"{path}.shaders", f"says {p.shaders}, the steps use {len(used_shaders)}")
+    _check_textures(m, p, path, fail)
     _check_control(m, p, path, gpu_tensor, fail)
+
+
+def _check_textures(m: Manifest, p: Program, path: str, fail) -> None:
+    """Weights bound as textures: the program's own, once each, of the format's scalar type and small enough
+    for one texture (runtime/textures.py), and never a program output (a texture cannot be read back)."""
+    seen = set()
+    outputs = {o.tensor for o in p.outputs}
+    for i, (tid, fmt) in enumerate(p.textures):
+        where = f"{path}.textures[{i}]"
+        if tid in seen or tid not in p.weights or tid in outputs:
+            fail(where, f"tensor {tid} is not a weight the program reads (once, not as an output)")
+        seen.add(tid)
+        t = m.tensors[tid]
+        numel = _static_numel(t.shape)
+        if t.dtype != {"u32": "uint32", "f32": "float32"}[TEXTURE_FORMATS[fmt][1]] or numel is None \
+                or texture_size(4 * numel, fmt) is None:
+            fail(where, f"tensor {tid} ({t.dtype}{list(t.shape)[:4]}) cannot be a {fmt} texture")
+    for k, step in enumerate(p.steps):
+        for i, tid in enumerate(step.reads):
+            base, hops = tid, 0
+            while m.tensors[base].alias is not None and hops <= len(m.tensors):
+                base, hops = m.tensors[base].alias, hops + 1
+            if base != tid and base in seen:
+                fail(f"{path}.steps[{k}].reads[{i}]", f"tensor {tid} views the texture {base}")
 
 
 def _check_control(m: Manifest, p: Program, path: str, gpu_tensor, fail) -> None:
@@ -272,15 +299,20 @@ def _covers(conditions: set, wanted) -> bool:
 
 
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<([a-z_]+)(?:,\s*([a-z_]+))?>")
+_TEXTURE = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var\s+[A-Za-z_][A-Za-z0-9_]*\s*:\s*texture_2d<([a-z0-9]+)>")
 _PARAMS = re.compile(r"struct Params\s*\{([^}]*)\}")
 _FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([a-z0-9<>]+)\s*,?\s*$")
 
 
-def check_shader_bindings(step: Step, source: str, where: str) -> None:
-    want = ["read"] * len(step.reads) + ["read_write"] * len(step.writes) + (["uniform"] if step.uniforms else [])
+def check_shader_bindings(step: Step, source: str, where: str, textures: dict) -> None:
+    """``textures``: the program's weights bound as textures (id -> texel format)."""
+    want = ([f"texture_2d<{TEXTURE_FORMATS[textures[t]][1]}>" if t in textures else "read" for t in step.reads]
+            + ["read_write"] * len(step.writes) + (["uniform"] if step.uniforms else []))
     got = {}
     for b in _BINDING.finditer(source):
         got[int(b.group(1))] = "uniform" if b.group(2) == "uniform" else b.group(3)
+    for b in _TEXTURE.finditer(source):
+        got[int(b.group(1))] = f"texture_2d<{b.group(2)}>"
     if [got.get(i) for i in range(len(got))] != want or len(got) != len(want):
         raise WebinferError(f"{where}: the shader's bindings do not match its step "
                             f"({step.label[:60]}: {len(step.reads)} read, {len(step.writes)} written"

@@ -40,6 +40,7 @@ from .manifest import (
     Uniform,
     When,
 )
+from .runtime.textures import FORMATS as TEXTURE_FORMATS
 
 
 class _Reader:
@@ -245,7 +246,7 @@ def _tensor(r: _Reader, v, path: str) -> Tensor:
 
 def _program(r: _Reader, v, path: str) -> Program:
     r.obj(v, path, ("class", "adapter_types", "requires", "steps", "outputs", "weights", "shaders", "control",
-                    "guards", "placement"))
+                    "guards", "placement"), ("textures",))
     req = r.obj(v["requires"], f"{path}.requires", ("features", "limits"))
     limits = r.obj(req["limits"], f"{path}.requires.limits",
                    tuple(req["limits"]) if isinstance(req["limits"], dict) else ())
@@ -263,7 +264,14 @@ def _program(r: _Reader, v, path: str) -> Program:
         guards=tuple(_guard(r, g, f"{path}.guards[{i}]") for i, g in enumerate(r.list(v["guards"], f"{path}.guards"))),
         placement=tuple(_placement(r, p, f"{path}.placement[{i}]")
                         for i, p in enumerate(r.list(v["placement"], f"{path}.placement"))),
+        textures=tuple(_texture(r, t, f"{path}.textures[{i}]")
+                       for i, t in enumerate(r.list(v.get("textures", []), f"{path}.textures"))),
     )
+
+
+def _texture(r: _Reader, v, path: str) -> tuple[int, str]:
+    v = r.list(v, path, 2)
+    return r.int(v[0], f"{path}[0]"), r.str(v[1], f"{path}[1]", tuple(TEXTURE_FORMATS))
 
 
 def _step(r: _Reader, v, path: str) -> Step:

@@ -64,6 +64,12 @@ class KernelClass:
     # peak, SmolLM2 int4 TTFT 1.18 -> 1.11 s. SwiftShader the other way (chat page, alternating: decode 5.5-6.0
     # -> 4.4-4.5 tok/s), so the ``startup`` policy (pages) keeps the builtins.
     unpack_by_shifts: bool = False
+    # Packed int4/int8 weights (words and block parameters) bound as 2-D textures and read by textureLoad in the
+    # packed GEMV/GEMM and the quantized gather (runtime/textures.py has the layout). A software GPU fetches
+    # texels as SIMD gathers where it loads a storage buffer's non-constant address lane by lane under a branch
+    # each (lavapipe, the int4 576x49152 GEMV's own shader, alternating: 5.4-5.9 -> 3.2-3.6 ms). Off under
+    # ``startup``: SwiftShader (pages) is unmeasured.
+    weight_textures: bool = False
     # Loads shared over subgroups of this many lanes (8; 0: none) where several lanes would load the same values,
     # each loading a share and the subgroup operations handing them round (a software GPU gathers each
     # non-constant address lane by lane): the matmul's A rows and B values (matmul.wgsl.j2: 2 x 4 tiles a
@@ -113,6 +119,7 @@ SOFTWARE = KernelClass(
     # 5.9 -> 11 s): pages build with ``startup``, which keeps 4x4.
     quant_gemm=Tiling(tm=8, tn=16, wx=8, wy=4),
     unpack_by_shifts=True,
+    weight_textures=True,
     depthwise_tile=(2, 8),
     attention="serial",
 )
@@ -233,11 +240,13 @@ class BuildOptions:
 
 def with_tiles(k: KernelClass, policy: str) -> KernelClass:
     """``balanced``: the class as declared (small products on the quick-to-compile tile); ``startup``: every
-    product on it, and the quantized GEMM on its default tile and unpacking, no loads shared in subgroups
+    product on it, and the quantized GEMM on its default tile and unpacking, weights in buffers, no loads
+    shared in subgroups
     (their shaders carry a plain loop too, which compiles slowly; pages on SwiftShader, whose subgroups have 4
     lanes; one-shot runs); ``throughput``: no small tiles (long-lived sessions, benchmarks)."""
     if policy == "startup":
-        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts)
+        k = replace(k, quant_gemm=KernelClass.quant_gemm, unpack_by_shifts=KernelClass.unpack_by_shifts,
+                    weight_textures=KernelClass.weight_textures)
         if k.subgroup_lanes:  # and without them the 4-wide workgroups of the shared tiles have no reason
             k = replace(k, subgroup_lanes=0, **{name: _eight_wide(getattr(k, name))
                                                 for name in ("matmul", "matmul_small", "matmul_scalar")})

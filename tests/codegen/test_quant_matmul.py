@@ -107,6 +107,34 @@ def test_software_gemm_tiles(fmt, tiles, tmp_path):
                                    atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("tiles", ["balanced", "startup"])
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_weights_as_textures(fmt, tiles, tmp_path):
+    """The software class binds packed words and block parameters as textures (runtime/textures.py) for the
+    GEMV and the GEMM; startup tiles (pages) keep buffers. 700 x 512 spans many texture rows and leaves the
+    last one part-filled; 1 row and 70 rows against numpy."""
+    k, n = 512, 700
+    w = rng.normal(size=(k, n)).astype(np.float32)
+    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
+                       [onnx.numpy_helper.from_array(w, "w")])
+    m = build(proto, str(tmp_path), quantize=fmt, target="software", tiles=tiles)
+    textures = dict(m["programs"][0]["textures"])
+    if tiles == "startup":
+        assert textures == {}
+    else:
+        assert sorted(textures.values()) == sorted(["rgba32uint", "rg32float" if fmt == "int4" else "r32float"])
+        assert all(m["tensors"][t]["kind"] == "weight" for t in textures)
+    words, params = quantize_nk(w.T, fmt)
+    ref_w = unpack_reference(words, params, fmt, k).T
+    sess = InferenceSession(str(tmp_path))
+    for rows in (1, 70):
+        x = rng.normal(size=(rows, k)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ ref_w, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(k))
+
+
 @pytest.mark.parametrize("target", ["gpu", "gpu-dp4a"])
 def test_weights_of_different_shapes_share_one_shader(tmp_path, target):
     """Two quantized products of different K and N in a row: their decode GEMVs (and dp4a's activation

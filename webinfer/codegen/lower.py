@@ -401,8 +401,9 @@ class Lowerer:
                                 f"memory (limit {lim['max_workgroup_bytes']})")
         if self.validator:
             self.validator.validate(wgsl, label)
+        textures = {reads[name].id: fmt for name, fmt in (tctx.get("texture_vars") or {}).items()}
         self.program.steps.append(Step(wgsl, list(reads.values()), list(writes.values()), uniforms,
-                                       tuple(grid), node=str(node), label=label, when=when))
+                                       tuple(grid), node=str(node), label=label, when=when, textures=textures))
         self.steps_of_node += 1
 
 

@@ -64,6 +64,7 @@ class Step:
     node: str = ""  # index of the ONNX node it came from, for reports
     label: str = ""  # kernel family + op, for profiles
     when: tuple | None = None  # ("eq"|"ne", dim, value): run only when the bound dims satisfy it
+    textures: dict = field(default_factory=dict)  # id of a weight read as a texture -> its texel format
 
 
 @dataclass

@@ -126,11 +126,28 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
         "steps": steps,
         "outputs": outputs,
         "weights": sorted(weights),
+        "textures": _textures(program, ids),
         "shaders": len({s["shader"] for s in steps}),
         "control": _remap_tensors(program.control, ids),  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
         "guards": [[D.to_json(e), why] for e, why in program.guards],  # shapes must keep expr >= 0 (checked per run)
         "placement": program.placement,
     }
+
+
+def _textures(program: Program, ids: dict[int, int]) -> list[list]:
+    """[table id, texel format] of the weights the program binds as textures (the class's weight_textures).
+    The runtime makes each one a texture, so every step that reads it must bind it so."""
+    chosen: dict[int, str] = {}
+    for s in program.steps:
+        for tid, fmt in s.textures.items():
+            if chosen.setdefault(ids[tid], fmt) != fmt:
+                raise WebinferError(f"internal error: weight {ids[tid]} is bound as {chosen[ids[tid]]} and {fmt}")
+    for s in program.steps:
+        for t in s.reads:
+            if ids[t.base.id] in chosen and t.id not in s.textures:
+                raise WebinferError(f"internal error: {s.label} reads weight {ids[t.id]} as a buffer, other steps "
+                                    f"as a texture")
+    return [[tid, fmt] for tid, fmt in sorted(chosen.items())]
 
 
 def _remap_tensors(value, ids: dict[int, int]):

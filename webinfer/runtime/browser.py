@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import WebinferError
 from .device import Device
 from .select import AdapterFacts, adapter_type
+from .textures import texture_bytes
 
 # WebGPU limit names (camelCase in JS) under the hyphenated keys the session and native.py use.
 _LIMITS = {
@@ -127,9 +128,19 @@ class BrowserDevice(Device):
             view = memoryview(bytes(view) + b"\0" * (-len(view) % 4))
         self.device.queue.writeBuffer(buffer, offset, self._to_js(view))
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
+    def create_texture(self, data: bytes, fmt: str):
+        js, _, _ = _js()
+        padded, (width, height), row = texture_bytes(data, len(data), fmt)
+        usage = js.GPUTextureUsage.TEXTURE_BINDING | js.GPUTextureUsage.COPY_DST
+        texture = self.device.createTexture(self._obj({"size": [width, height], "format": fmt, "usage": usage}))
+        self.device.queue.writeTexture(self._obj({"texture": texture}), self._to_js(memoryview(padded)),
+                                       self._obj({"bytesPerRow": row, "rowsPerImage": height}), self._to_js([width, height]))
+        return texture
+
+    def create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str = ""):
         entries = [{"binding": i, "visibility": self._compute,
-                    "buffer": {"type": "storage" if wr else "read-only-storage"}} for i, wr in enumerate(writes)]
+                    **({"texture": {"sampleType": wr, "viewDimension": "2d"}} if isinstance(wr, str) else
+                       {"buffer": {"type": "storage" if wr else "read-only-storage"}})} for i, wr in enumerate(writes)]
         if has_uniform:
             entries.append({"binding": len(writes), "visibility": self._compute, "buffer": {"type": "uniform"}})
         layout = self.device.createBindGroupLayout(self._obj({"entries": entries}))
@@ -142,8 +153,8 @@ class BrowserDevice(Device):
     def create_bind_group(self, pipeline, entries: list[tuple]):
         return self.device.createBindGroup(self._obj({
             "layout": pipeline[1],
-            "entries": [{"binding": i, "resource": {"buffer": b, "offset": o, "size": s}}
-                        for i, (b, o, s) in enumerate(entries)],
+            "entries": [{"binding": i, "resource": e[1].createView() if isinstance(e[0], str) else
+                         {"buffer": e[0], "offset": e[1], "size": e[2]}} for i, e in enumerate(entries)],
         }))
 
     def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:

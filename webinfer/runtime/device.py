@@ -23,14 +23,18 @@ class Device:
     def write_buffer(self, buffer, offset: int, data) -> None:
         raise NotImplementedError
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
-        """A compute pipeline with an explicit layout: storage bindings (read-only unless written),
-        then one uniform binding when the kernel has symbolic params. ``label`` names the shader in the
-        device's own error messages (its file and kernel)."""
+    def create_texture(self, data: bytes, fmt: str):
+        """A weight as a 2-D texture of ``fmt`` (runtime/textures.py has the layout), written with ``data``."""
+        raise NotImplementedError
+
+    def create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str = ""):
+        """A compute pipeline with an explicit layout: storage bindings (read-only unless written; a sampleType
+        string, "uint" or "unfilterable-float", marks a texture), then one uniform binding when the kernel has
+        symbolic params. ``label`` names the shader in the device's own error messages (its file and kernel)."""
         raise NotImplementedError
 
     def create_bind_group(self, pipeline, entries: list[tuple]):
-        """entries: (buffer, offset, size) in binding order."""
+        """entries: (buffer, offset, size), or ("texture", texture), in binding order."""
         raise NotImplementedError
 
     def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:
@@ -43,4 +47,4 @@ class Device:
         raise NotImplementedError
 
     def destroy_buffer(self, buffer) -> None:
-        pass
+        """Free a buffer or a texture now."""

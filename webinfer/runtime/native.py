@@ -8,6 +8,7 @@ import tempfile
 from ..errors import WebinferError
 from .device import Device
 from .select import AdapterFacts, adapter_type
+from .textures import texture_bytes
 
 _DEVICE = None
 _PIPELINES: dict[tuple, tuple] = {}  # (wgsl, writes, uniform) -> (pipeline, bind group layout), oldest first
@@ -84,7 +85,15 @@ class NativeDevice(Device):
     def write_buffer(self, buffer, offset: int, data) -> None:
         self.device.queue.write_buffer(buffer, offset, data)
 
-    def create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str = ""):
+    def create_texture(self, data: bytes, fmt: str):
+        padded, (width, height), row = texture_bytes(data, len(data), fmt)
+        U = self._wgpu.TextureUsage
+        texture = self.device.create_texture(size=(width, height, 1), format=fmt, usage=U.TEXTURE_BINDING | U.COPY_DST)
+        self.device.queue.write_texture({"texture": texture}, padded, {"bytes_per_row": row, "rows_per_image": height},
+                                        (width, height, 1))
+        return texture
+
+    def create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str = ""):
         """A compute pipeline, shared by every session of the process (the device is one per process; lavapipe
         compiles at creation, ~35 ms per kernel, so a second session of an artifact starts at once)."""
         key = (wgsl, tuple(writes), has_uniform)
@@ -94,11 +103,12 @@ class NativeDevice(Device):
             _PIPELINES[key] = self._create_pipeline(wgsl, writes, has_uniform, label)
         return _PIPELINES[key]
 
-    def _create_pipeline(self, wgsl: str, writes: list[bool], has_uniform: bool, label: str):
+    def _create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str):
         w = self._wgpu
         entries = [
             {"binding": i, "visibility": w.ShaderStage.COMPUTE,
-             "buffer": {"type": w.BufferBindingType.storage if wr else w.BufferBindingType.read_only_storage}}
+             **({"texture": {"sample_type": wr, "view_dimension": "2d"}} if isinstance(wr, str) else
+                {"buffer": {"type": w.BufferBindingType.storage if wr else w.BufferBindingType.read_only_storage}})}
             for i, wr in enumerate(writes)
         ]
         if has_uniform:
@@ -115,8 +125,8 @@ class NativeDevice(Device):
     def create_bind_group(self, pipeline, entries: list[tuple]):
         return self.device.create_bind_group(
             layout=pipeline[1],
-            entries=[{"binding": i, "resource": {"buffer": b, "offset": o, "size": s}}
-                     for i, (b, o, s) in enumerate(entries)],
+            entries=[{"binding": i, "resource": e[1].create_view() if isinstance(e[0], str) else
+                      {"buffer": e[0], "offset": e[1], "size": e[2]}} for i, e in enumerate(entries)],
         )
 
     def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:

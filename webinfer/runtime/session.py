@@ -19,6 +19,7 @@ from .memory import lifetimes, plan_slots
 from .plan_cache import PlanCache, SizeCheck, plan_key
 from .select import choose_program
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
+from .textures import FORMATS as TEXTURE_FORMATS
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
 _RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "f32": (-(2**24), 2**24)}  # f32: exact integers
@@ -49,11 +50,15 @@ class SessionCore:
         self.device = device
         self.tensors = manifest["tensors"]
         self.steps = manifest["steps"]
+        # weights bound as textures (the class's weight_textures): tensor id -> texel format
+        self.textures = {tid: fmt for tid, fmt in manifest["program"].get("textures", [])}
         self._pipelines = {}
         self.step_pipelines = []
         shader = shaders if callable(shaders) else shaders.__getitem__  # a list, or a reader by index
         for step in self.steps:
-            writes = [False] * len(step["reads"]) + [True] * len(step["writes"])
+            # per binding: False read-only storage, True read-write, a sampleType string a texture
+            writes = ([TEXTURE_FORMATS[self.textures[t]][2] if t in self.textures else False for t in step["reads"]]
+                      + [True] * len(step["writes"]))
             key = (step["shader"], tuple(writes), bool(step["uniforms"]))
             if key not in self._pipelines:
                 self._pipelines[key] = self._pipeline(shader(step["shader"]), step, writes)
@@ -108,14 +113,18 @@ class SessionCore:
         for tid in self.manifest["program"]["weights"]:
             t = self.tensors[tid]
             nbytes = self._nbytes(tid, D.evaluate(_numel(t), {}))
-            buf = self.device.create_buffer(nbytes, "storage")
+            whole = bytearray(nbytes) if tid in self.textures else None  # a texture is written at once
+            buf = None if whole is not None else self.device.create_buffer(nbytes, "storage")
             for shard, offset, n, dst in t["chunks"]:
                 if n == 0:
                     continue
                 if shard not in shards:
                     shards[shard] = read_shard(shard)
-                self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])
-            buffers[tid] = buf
+                if whole is not None:
+                    whole[dst : dst + n] = shards[shard][offset : offset + n]
+                else:
+                    self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])
+            buffers[tid] = buf if whole is None else self.device.create_texture(bytes(whole), self.textures[tid])
         return buffers
 
     def _check_weights(self, weights: dict) -> dict[int, object]:
@@ -199,7 +208,8 @@ class SessionCore:
         for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
             if not self._dynamic[i] and not step_runs(step, env):
                 continue
-            binds = [(buffers[base[tid]], 0, max(4, self._nbytes(tid, numel[tid]))) for tid in step["reads"] + step["writes"]]
+            binds = [("texture", buffers[tid]) if tid in self.textures else
+                     (buffers[base[tid]], 0, max(4, self._nbytes(tid, numel[tid]))) for tid in step["reads"] + step["writes"]]
             ukey = None
             if step["uniforms"]:
                 ukey = repr(step["uniforms"])

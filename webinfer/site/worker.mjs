@@ -146,12 +146,34 @@ async function fetchShard(cache, url, entry, onBytes) {
   return { bytes, cached };
 }
 
+// A weight bound as a texture (the program's `textures`), laid out as webinfer/runtime/textures.py says: texels
+// row by row, a power-of-two width of at least 256 texels (a shorter tensor: its count rounded up), at most
+// 8192 rows and columns. Returns [width, height].
+const TEXEL_BYTES = { rgba32uint: 16, rg32float: 8, r32float: 4 };
+function pow2AtLeast(n) {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+export function textureSize(nbytes, format) {
+  const texels = Math.max(1, Math.ceil(nbytes / TEXEL_BYTES[format]));
+  const width = Math.max(pow2AtLeast(Math.min(texels, 256)), pow2AtLeast(Math.ceil(texels / 8192)));
+  const height = Math.ceil(texels / width);
+  if (!(format in TEXEL_BYTES) || width > 8192 || height > 8192) {
+    throw new Error(`a weight of ${nbytes} bytes cannot be a ${format} texture`);
+  }
+  return [width, height];
+}
+
 // One storage buffer per weight tensor the program reads, as SessionCore._upload_weights makes them; every
-// chunk is written from its shard with queue.writeBuffer. Returns [[tensorId, GPUBuffer], ...] for Python.
+// chunk is written from its shard with queue.writeBuffer. A weight the program binds as a texture is gathered
+// in memory and written once, when its shards are in. Returns [[tensorId, GPUBuffer | GPUTexture], ...].
 export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0]) {
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const pairs = [];
   const perShard = manifest.shards.map(() => []);
+  const textureFormats = new Map(program.textures || []);
+  const staged = [];
   program.weights.forEach((tid) => {
     const t = manifest.tensors[tid];
     for (const d of t.shape) {
@@ -160,6 +182,18 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
     // the bytes its chunks write: 4 per element, less for packed types (int4, bfloat16, float8...)
     let nbytes = 0;
     for (const [, , size, dst] of t.chunks) nbytes = Math.max(nbytes, dst + size);
+    if (textureFormats.has(tid)) {
+      const format = textureFormats.get(tid);
+      const [width, height] = textureSize(nbytes, format);
+      const texture = device.createTexture({
+        size: [width, height], format, usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+      });
+      const bytes = new Uint8Array(width * height * TEXEL_BYTES[format]);
+      pairs.push([tid, texture]);
+      staged.push({ texture, bytes, width, height, row: width * TEXEL_BYTES[format] });
+      for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([bytes, offset, size, dst]);
+      return;
+    }
     const buffer = device.createBuffer({ size: Math.max(16, Math.ceil(nbytes / 16) * 16), usage });
     pairs.push([tid, buffer]);
     for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([buffer, offset, size, dst]);
@@ -182,7 +216,14 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
       progress({ phase: "weights", loaded, total, cached: fromCacheNow });
     });
     if (cached) fromCache += 1;
-    for (const [buffer, offset, size, dst] of perShard[i]) device.queue.writeBuffer(buffer, dst, bytes, offset, size);
+    for (const [target, offset, size, dst] of perShard[i]) {
+      if (target instanceof Uint8Array) target.set(bytes.subarray(offset, offset + size), dst);
+      else device.queue.writeBuffer(target, dst, bytes, offset, size);
+    }
+  }
+  for (const s of staged) {
+    device.queue.writeTexture({ texture: s.texture }, s.bytes, { bytesPerRow: s.row, rowsPerImage: s.height },
+      [s.width, s.height]);
   }
   return { pairs, total, fromCache, shards: manifest.shards.length };
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ... import dims as D
 from ...opschema import PER_WORD
+from ...runtime.textures import texture_size
 from ..registry import WEBINFER_DOMAIN, lowering
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
@@ -62,7 +63,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
     vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
     common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
                   has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, shifts=ctx.kclass.unpack_by_shifts,
-                  **layout)
+                  texture_vars=weight_textures(ctx, fmt, reads), **layout)
     gemv_when, gemm_when = row_steps(rows, ctx)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     if gemv_when != "skip" and tiled:
@@ -82,6 +83,27 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
                      params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
+
+
+# The packed formats' weights as textures (the class's weight_textures): words 4 to a texel, (scale, minimum)
+# pairs or scales one to a texel. Only graph/quantize.py's formats: their tensors feed MatMulQ/GatherQ alone,
+# so every step of a program reads them the same way (serialize.py checks it).
+TEXTURE_FORMATS = {"int4": {"wq": "rgba32uint", "qp": "rg32float"}, "int8": {"wq": "rgba32uint", "qp": "r32float"}}
+
+
+def weight_textures(ctx, fmt: str, reads: dict) -> dict:
+    """Which of ``reads`` (wq, qp) the kernel reads as textures, and their formats (runtime/textures.py)."""
+    if not ctx.kclass.weight_textures or fmt not in TEXTURE_FORMATS:
+        return {}
+    chosen = {}
+    for name, texel_format in TEXTURE_FORMATS[fmt].items():
+        t = reads.get(name)
+        if t is None or not t.is_const or t.alias is not None or not isinstance(t.numel, int):
+            return {}
+        if texture_size(4 * t.numel, texel_format) is None:
+            return {}  # past 8192 x 8192 texels: both stay buffers
+        chosen[name] = texel_format
+    return chosen
 
 
 def _shares_x(ctx, fmt: str, lanes_per_row: int) -> bool:
@@ -188,7 +210,8 @@ def lower_gather_q(ctx) -> None:
     layout = nbits_layout(ctx, fmt, k)
     ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total,
                  params={"total": total, **_sizes(k, 0, layout, int(words.shape[0]))},
-                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt], **layout)
+                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt],
+                 texture_vars=weight_textures(ctx, fmt, reads), **layout)
 
 
 def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:

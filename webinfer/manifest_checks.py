@@ -219,11 +219,11 @@ def _check_program(m: Manifest, p: Program, path: str, bases: list[int], fail) -
                                 f"{sorted(used_weights)[:8]}")
     if p.shaders != len(used_shaders):
         fail(f"{path}.shaders", f"says {p.shaders}, the steps use {len(used_shaders)}")
-    _check_textures(m, p, path, fail)
+    _check_textures(m, p, path, gpu_tensor, fail)
     _check_control(m, p, path, gpu_tensor, fail)
 
 
-def _check_textures(m: Manifest, p: Program, path: str, fail) -> None:
+def _check_textures(m: Manifest, p: Program, path: str, gpu_tensor, fail) -> None:
     """Weights bound as textures: the program's own, once each, of the format's scalar type and small enough
     for one texture (runtime/textures.py), and never a program output (a texture cannot be read back)."""
     seen = set()
@@ -240,9 +240,7 @@ def _check_textures(m: Manifest, p: Program, path: str, fail) -> None:
             fail(where, f"tensor {tid} ({t.dtype}{list(t.shape)[:4]}) cannot be a {fmt} texture")
     for k, step in enumerate(p.steps):
         for i, tid in enumerate(step.reads):
-            base, hops = tid, 0
-            while m.tensors[base].alias is not None and hops <= len(m.tensors):
-                base, hops = m.tensors[base].alias, hops + 1
+            base = gpu_tensor(tid, f"{path}.steps[{k}].reads[{i}]")
             if base != tid and base in seen:
                 fail(f"{path}.steps[{k}].reads[{i}]", f"tensor {tid} views the texture {base}")
 

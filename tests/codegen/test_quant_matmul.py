@@ -28,6 +28,15 @@ def model_with(nodes, inputs, outputs, inits) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def rows_matmul(w: np.ndarray) -> onnx.ModelProto:
+    """x[s, k] @ w[k, n], s symbolic (prefill and decode in one build)."""
+    k, n = w.shape
+    return model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
+                      [onnx.numpy_helper.from_array(w, "w")])
+
+
 def build_quantized(proto: onnx.ModelProto, fmt, tmp_path, target: str = "software",
                     dims: dict | None = None) -> InferenceSession:
     out = str(tmp_path / f"m{len(dims or {})}.wi")
@@ -91,11 +100,7 @@ def test_software_gemm_tiles(fmt, tiles, tmp_path):
     partial tiles in both directions."""
     k, n = 96, 37
     w = rng.normal(size=(k, n)).astype(np.float32)
-    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
-                       [onnx.numpy_helper.from_array(w, "w")])
-    m = build(proto, str(tmp_path), quantize=fmt, target="software", tiles=tiles)
+    m = build(rows_matmul(w), str(tmp_path), quantize=fmt, target="software", tiles=tiles)
     tile = m["options"]["kernel_classes"]["software"]["quant_gemm"]
     assert (tile["tm"], tile["tn"]) == ((8, 16) if tiles == "balanced" else (4, 4))
     words, params = quantize_nk(w.T, fmt)
@@ -115,11 +120,7 @@ def test_weights_as_textures(fmt, tiles, tmp_path):
     last one part-filled; 1 row and 70 rows against numpy."""
     k, n = 512, 700
     w = rng.normal(size=(k, n)).astype(np.float32)
-    proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", n])],
-                       [onnx.numpy_helper.from_array(w, "w")])
-    m = build(proto, str(tmp_path), quantize=fmt, target="software", tiles=tiles)
+    m = build(rows_matmul(w), str(tmp_path), quantize=fmt, target="software", tiles=tiles)
     textures = dict(m["programs"][0]["textures"])
     if tiles == "startup":
         assert textures == {}

@@ -112,8 +112,8 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Conv", epilogue="FusedConv", base_inputs=3),
     OpSchema("Resize", host_inputs=(1, 2, 3), epilogue="FusedResize", base_inputs=4),
     # -- webinfer's own ops: never folded (no reference implementation) ----------------------------
-    # x, words, block params, bias (graph/quantize.py)
-    OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=4),
+    # x, words, block params, bias (graph/quantize.py), an absorbed RMSNorm's scale (graph/passes/absorb_norms.py)
+    OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=5),
     # the image prologue's resize (graph/prepost.py): its normalisation runs in the resize kernel's store
     OpSchema("ImageResize", WEBINFER_DOMAIN, epilogue="FusedImageResize", base_inputs=1),
     *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),

@@ -254,3 +254,56 @@ def test_rewrite_leaves_activations_alone():
                         helper.make_tensor_value_info("b", TensorProto.FLOAT, [32, 3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [])
     assert quantize_weights(ir.serde.deserialize_model(proto), "int4") == 0
+
+
+def rms_norm_model(k: int, ns: tuple, rows, eps: float = 1e-5) -> tuple[onnx.ModelProto, dict]:
+    """x -> RMSNorm (Llama's primitive spelling, scale g) -> two MatMuls, the first plus a residual r: as a
+    decoder layer's norm feeds its projections. Returns the model and its weights."""
+    ws = {"g": rng.uniform(0.5, 1.5, size=k).astype(np.float32),
+          **{f"w{i}": rng.normal(size=(k, n)).astype(np.float32) for i, n in enumerate(ns)}}
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]), helper.make_node("Sqrt", ["mse"], ["rms"]),
+             helper.make_node("Reciprocal", ["rms"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["xn"]),
+             helper.make_node("Mul", ["xn", "g"], ["h"]),
+             helper.make_node("MatMul", ["h", "w0"], ["m0"]), helper.make_node("Add", ["m0", "r"], ["y0"]),
+             helper.make_node("MatMul", ["h", "w1"], ["y1"])]
+    inits = [onnx.numpy_helper.from_array(v, name) for name, v in ws.items()]
+    inits.append(onnx.numpy_helper.from_array(np.array(eps, np.float32), "eps"))
+    proto = model_with(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k]),
+                               helper.make_tensor_value_info("r", TensorProto.FLOAT, [rows, ns[0]])],
+                       [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [rows, n]) for i, n in enumerate(ns)],
+                       inits)
+    return proto, ws
+
+
+@pytest.mark.parametrize("target", ["software", "software-subgroups", "software-q8", "gpu"])
+@pytest.mark.parametrize("fmt,k", [("int4", 96), ("int8", 96), ("int4", 70), ("int8", 600)])
+def test_rms_norm_joins_the_matmuls_it_feeds(fmt, k, target, tmp_path):
+    """graph/passes/absorb_norms.py: the norm is no node of its own; the software GEMVs normalize x in their
+    loads and stores (no norm kernel at all), the other kernels (GEMM, int8-activation and GPU GEMVs) in one
+    norm kernel shared by both products. Against numpy's norm and the unpacked weights, 1 row and 5."""
+    ns = (40, 9)
+    for rows in (1, 5):
+        proto, ws = rms_norm_model(k, ns, rows)
+        out = tmp_path / f"r{rows}.wi"
+        build(proto, str(out), quantize=fmt, target=target)
+        sess = InferenceSession(str(out))
+        kinds = [s["label"] for s in sess.program["steps"]]
+        norms = sum(label.startswith("reduce:") for label in kinds)
+        prologue = rows == 1 and target.startswith("software") and not KERNEL_CLASSES[target].int8_activations(fmt)
+        assert norms == (0 if prologue else 1), kinds
+        x = rng.normal(size=(rows, k)).astype(np.float32)
+        r = rng.normal(size=(rows, ns[0])).astype(np.float32)
+        x64 = x.astype(np.float64)
+        h = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * ws["g"]
+        got = sess.run(None, {"x": x, "r": r})
+        for i in range(2):
+            words, params = quantize_nk(ws[f"w{i}"].T, fmt)
+            ref_w = unpack_reference(words, params, fmt, k).T
+            if target == "software-q8" and rows == 1 and fmt == "int4":
+                want = dp4a_reference(h.reshape(-1).astype(np.float32), ref_w, params, fmt)[None]
+            else:
+                want = h @ ref_w
+            want = want + r if i == 0 else want
+            np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))

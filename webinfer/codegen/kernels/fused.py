@@ -34,7 +34,7 @@ from ._floats import helper_sources
 from .elementwise_ops import narrow
 from .helpers import broadcast_shapes, compute_type
 
-BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 4
+BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 5
 
 # Activations and norms recognised from their primitive spellings (fuse_activations.py, fuse_norms.py)
 # are written as webinfer-domain ops with ONNX's semantics, so that any opset can carry them.

@@ -93,6 +93,20 @@ def lower_rms_norm(ctx) -> None:
     row_kernel(ctx, x, _trailing_axes(ctx, axis), [mean_sq], (), (out, f"v / sqrt(s0 + {eps}) * {scale}"), reads)
 
 
+def rms_rows(ctx, x, scale, eps: float, when=None):
+    """x's rows RMS-normalized into a temporary, once per (x, scale, eps, when) for every matmul that absorbed
+    the norm (graph/passes/absorb_norms.py) but normalizes in a kernel of its own."""
+    def make():
+        out = ctx.temp("float32", x.shape)
+        mean_sq = sum_stat("f32", "v * v", "{a} / f32(n_R)")
+        reads = {"scale": scale}
+        row_kernel(ctx, x, [x.rank - 1], [mean_sq], (), (out, f"v / sqrt(s0 + {literal(eps)}) * ld_scale(r)"),
+                   reads, when=when)
+        return out
+
+    return ctx.shared(("rms_rows", x.id, scale.id, float(eps), repr(when)), make)
+
+
 @lowering("InstanceNormalization")
 def lower_instance_norm(ctx) -> None:
     x = _float_input(ctx)

@@ -14,6 +14,8 @@ from ... import dims as D
 from ...opschema import PER_WORD
 from ...runtime.textures import texture_size
 from ..registry import WEBINFER_DOMAIN, lowering
+from . import norm
+from .reduce import literal
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
 # Measured on lavapipe (576x1536, int4): 4 columns per invocation 1.36 GB of weights per CPU-second,
@@ -40,7 +42,8 @@ GPU_GEMV_KN = (8, 32)
 
 @lowering("MatMulQ", domain=WEBINFER_DOMAIN)
 def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
-    """``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (kernels/fused.py)."""
+    """``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (kernels/fused.py).
+    Input 4 with ``norm_epsilon``: an RMSNorm of x absorbed by graph/passes/absorb_norms.py."""
     x, words = ctx.inputs[0], ctx.inputs[1]
     fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
     if x.shape[-1] != k and isinstance(x.shape[-1], int):
@@ -66,22 +69,36 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
                   texture_vars=weight_textures(ctx, fmt, reads), **layout)
     gemv_when, gemm_when = row_steps(rows, ctx)
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
+    eps = ctx.attr("norm_epsilon") if ctx.has_input(4) else None
+
+    def normalized(when) -> dict:
+        """``reads`` with x normalized by the absorbed RMSNorm in a kernel of its own (run when ``when``)."""
+        if eps is None:
+            return reads
+        return {**reads, "x": norm.rms_rows(ctx, x, ctx.inputs[4], eps, when)}
+
     if gemv_when != "skip" and tiled:
-        _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
+        _gpu_gemv(ctx, normalized(gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
     elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
-        _q8_gemv(ctx, reads, out, gemv_when, k, n, common)
+        _q8_gemv(ctx, normalized(gemv_when), out, gemv_when, k, n, common)
     elif gemv_when != "skip":
         tn = GEMV_TN_4BIT if fmt in ("int4", "nbits4") else GEMV_TN
-        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
+        # the norm in the GEMV's own loads (x * scale, sum of x^2) and stores (* r); an f32 weight's K % 4 tail
+        # loads x once per column, so that one normalizes first
+        prologue = eps is not None and (fmt != "f32" or k % 4 == 0)
+        gemv_reads = {**reads, "ns": ctx.inputs[4]} if prologue else normalized(gemv_when)
+        norm_vars = ["ns"] if prologue and xvec else []
+        ctx.dispatch("quant_matmul.wgsl.j2", gemv_reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
                      when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=tn,
-                     sgx=_shares_x(ctx, fmt, GEMV_WG), **common)
+                     sgx=_shares_x(ctx, fmt, GEMV_WG), norm_eps=literal(eps) if prologue else "",
+                     **{**common, "vec4_vars": common["vec4_vars"] + norm_vars})
     if gemm_when != "skip" and tiled:
-        _tiled_gemm(ctx, reads, out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
+        _tiled_gemm(ctx, normalized(gemm_when), out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
         t = ctx.kclass.quant_gemm
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
-        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, when=gemm_when,
-                     params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
+        ctx.dispatch("quant_matmul.wgsl.j2", normalized(gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
+                     when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
 
 

@@ -99,9 +99,10 @@ def choose_mode(rows, n, kclass) -> str:
 
 
 def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, reads=None, named=None,
-               helpers=(), scan=None, mode: str | None = None, shape=None) -> None:
+               helpers=(), scan=None, mode: str | None = None, shape=None, when=None) -> None:
     """Emit the row-wise kernel over ``x`` (read as ``shape`` if given) reducing ``axes``. ``row_outs``:
-    [(var, tensor, expr)]; ``elem_out``: (tensor, expr); ``reads``: extra inputs; ``named``: n_<name>."""
+    [(var, tensor, expr)]; ``elem_out``: (tensor, expr); ``reads``: extra inputs; ``named``: n_<name>;
+    ``when``: the step's run condition (ctx.dispatch)."""
     kept, red = split_axes(x.shape if shape is None else shape, set(axes))
     rows = D.product([k for k, _ in kept])
     n = D.product([r for r, _ in red])
@@ -129,9 +130,9 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
         wg = WG_SIZE
         if ctx.kclass.workgroup_memory:
             wg = GPU_WG_SIZE_ONE_ROW if rows == 1 else GPU_WG_SIZE
-        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, grid=grid, params=params, wg=wg, **tctx)
+        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, grid=grid, params=params, wg=wg, when=when, **tctx)
     else:
-        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, work=rows, params=params, wg=64, **tctx)
+        ctx.dispatch("reduce.wgsl.j2", all_reads, writes, work=rows, params=params, wg=64, when=when, **tctx)
 
 
 # --- Reduce* ----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ broadcasting) are explicit and tested here.
 from __future__ import annotations
 
 from . import (
+    absorb_norms,
     cancel,
     conv_bn,
     cse,
@@ -51,6 +52,7 @@ FUSIONS: dict = {
     "fuse_activations": fuse_activations.run,
     "fuse_elementwise": fuse_elementwise.run,
     "fuse_epilogue": fuse_epilogue.run,
+    "absorb_norms": absorb_norms.run,  # after the epilogues: the norm joins FusedMatMulQ as well
 }
 FINAL = {"dce": dce.run}
 PASSES = {**CLEANUP, **FUSIONS, **FINAL}

@@ -277,12 +277,13 @@ def rms_norm_model(k: int, ns: tuple, rows, eps: float = 1e-5) -> tuple[onnx.Mod
     return proto, ws
 
 
-@pytest.mark.parametrize("target", ["software", "software-subgroups", "software-q8", "gpu"])
+@pytest.mark.parametrize("target", ["software", "software-subgroups", "software-q8", "gpu", "gpu-subgroups",
+                                    "gpu-dp4a"])
 @pytest.mark.parametrize("fmt,k", [("int4", 96), ("int8", 96), ("int4", 70), ("int8", 600)])
 def test_rms_norm_joins_the_matmuls_it_feeds(fmt, k, target, tmp_path):
-    """graph/passes/absorb_norms.py: the norm is no node of its own; the software GEMVs normalize x in their
-    loads and stores (no norm kernel at all), the other kernels (GEMM, int8-activation and GPU GEMVs) in one
-    norm kernel shared by both products. Against numpy's norm and the unpacked weights, 1 row and 5."""
+    """graph/passes/absorb_norms.py: the norm is no node of its own; the decode GEMVs normalize x in their
+    loads and stores (no norm kernel at all), the other kernels (GEMMs, int8-activation GEMVs) in one norm
+    kernel shared by both products. Against numpy's norm and the unpacked weights, 1 row and 5."""
     ns = (40, 9)
     for rows in (1, 5):
         proto, ws = rms_norm_model(k, ns, rows)
@@ -291,7 +292,7 @@ def test_rms_norm_joins_the_matmuls_it_feeds(fmt, k, target, tmp_path):
         sess = InferenceSession(str(out))
         kinds = [s["label"] for s in sess.program["steps"]]
         norms = sum(label.startswith("reduce:") for label in kinds)
-        prologue = rows == 1 and target.startswith("software") and not KERNEL_CLASSES[target].int8_activations(fmt)
+        prologue = rows == 1 and not KERNEL_CLASSES[target].int8_activations(fmt)
         assert norms == (0 if prologue else 1), kinds
         x = rng.normal(size=(rows, k)).astype(np.float32)
         r = rng.normal(size=(rows, ns[0])).astype(np.float32)
@@ -301,9 +302,35 @@ def test_rms_norm_joins_the_matmuls_it_feeds(fmt, k, target, tmp_path):
         for i in range(2):
             words, params = quantize_nk(ws[f"w{i}"].T, fmt)
             ref_w = unpack_reference(words, params, fmt, k).T
-            if target == "software-q8" and rows == 1 and fmt == "int4":
+            if KERNEL_CLASSES[target].int8_activations(fmt) and rows == 1:
                 want = dp4a_reference(h.reshape(-1).astype(np.float32), ref_w, params, fmt)[None]
             else:
                 want = h @ ref_w
             want = want + r if i == 0 else want
             np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("reader", ["graph output", "relu"])
+def test_rms_norm_read_elsewhere_stays_a_kernel(reader, tmp_path):
+    """A norm whose result is also a graph output, or feeds a non-matmul op, keeps its own kernel: the matmuls
+    read its output (and agree with numpy)."""
+    k, ns = 64, (24, 8)
+    proto, ws = rms_norm_model(k, ns, 1)
+    if reader == "graph output":
+        proto.graph.output.append(helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, k]))
+    else:
+        proto.graph.node.append(helper.make_node("Relu", ["h"], ["hr"]))
+        proto.graph.output.append(helper.make_tensor_value_info("hr", TensorProto.FLOAT, [1, k]))
+    build(proto, str(tmp_path), quantize="int4", target="software-subgroups")
+    sess = InferenceSession(str(tmp_path))
+    assert sum(s["label"] == "reduce:RMSNormalization" for s in sess.program["steps"]) == 1
+    x = rng.normal(size=(1, k)).astype(np.float32)
+    r = rng.normal(size=(1, ns[0])).astype(np.float32)
+    x64 = x.astype(np.float64)
+    h = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * ws["g"]
+    got = sess.run(None, {"x": x, "r": r})
+    np.testing.assert_allclose(got[2], h if reader == "graph output" else np.maximum(h, 0), rtol=1e-5, atol=1e-6)
+    for i in range(2):
+        words, params = quantize_nk(ws[f"w{i}"].T, "int4")
+        want = h @ unpack_reference(words, params, "int4", k).T + (r if i == 0 else 0)
+        np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))

@@ -78,7 +78,9 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         return {**reads, "x": norm.rms_rows(ctx, x, ctx.inputs[4], eps, when)}
 
     if gemv_when != "skip" and tiled:
-        _gpu_gemv(ctx, normalized(gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
+        gpu_reads = normalized(gemv_when) if ctx.kclass.int8_activations(fmt) else reads
+        _gpu_gemv(ctx, gpu_reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout,
+                  eps if gpu_reads is reads else None)
     elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
         _q8_gemv(ctx, normalized(gemv_when), out, gemv_when, k, n, common)
     elif gemv_when != "skip":
@@ -166,9 +168,10 @@ def _q8_gemv(ctx, reads: dict, out, when, k: int, n: int, common: dict) -> None:
 
 
 def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool, epilogue_fn: str,
-              layout: dict) -> None:
+              layout: dict, eps: float | None = None) -> None:
     """The GPU class's decode GEMV (gemv.wgsl.j2 'nk'). With the class's dp4a knob and int8/int4 weights, a
-    first pass quantizes x to int8 blocks and the GEMV takes packed integer dot products."""
+    first pass quantizes x to int8 blocks and the GEMV takes packed integer dot products. ``eps``: an absorbed
+    RMSNorm (input 4 its scale) normalizes x in the GEMV's loads."""
     nb = -(-k // 32)
     wpr = {"f32": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
     sizes = {"K": k, "N": n, "NB": nb, "WPR": wpr, **({"NBQ": layout["NBQ"]} if "NBQ" in layout else {})}
@@ -176,6 +179,10 @@ def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool,
     if ctx.kclass.int8_activations(fmt):
         reads = _quantize_x(ctx, reads, k, when)
     vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] if wvec else [])
+    if eps is not None:
+        reads = {**reads, "ns": ctx.inputs[4]}
+        vec4 += ["ns"] if k % 4 == 0 else []
+        common["norm_eps"] = literal(eps)
     ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
                  kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,
                  epilogue_fn=epilogue_fn, subgroups=ctx.kclass.use_subgroups, dp4a="xq" in reads, **common,

@@ -11,6 +11,7 @@ from .reduce import Stat, literal, max_stat, row_kernel, sum_stat
 
 MEAN = sum_stat("f32", "v", "{a} / f32(n_R)")
 VARIANCE = sum_stat("f32", "(v - s0) * (v - s0)", "{a} / f32(n_R)")
+MEAN_SQUARE = sum_stat("f32", "v * v", "{a} / f32(n_R)")
 FIRST_MAX = Stat("u32", "4294967295u", "min({a}, {b})", "select(4294967295u, r, same_nan(v, s0))")
 
 # op -> (statistics, expression per element)
@@ -89,8 +90,12 @@ def lower_rms_norm(ctx) -> None:
     reads: dict = {}
     scale = _per_row_input(ctx, 1, "scale", D.product(x.shape[axis:]), "r", reads)
     out = ctx.output(0, x.dtype, x.shape)
-    mean_sq = sum_stat("f32", "v * v", "{a} / f32(n_R)")
-    row_kernel(ctx, x, _trailing_axes(ctx, axis), [mean_sq], (), (out, f"v / sqrt(s0 + {eps}) * {scale}"), reads)
+    row_kernel(ctx, x, _trailing_axes(ctx, axis), [MEAN_SQUARE], (), (out, _rms(eps, scale)), reads)
+
+
+def _rms(eps: str, scale: str) -> str:
+    """RMSNorm's expression per element over the MEAN_SQUARE statistic (``eps`` a WGSL literal)."""
+    return f"v / sqrt(s0 + {eps}) * {scale}"
 
 
 def rms_rows(ctx, x, scale, eps: float, when=None):
@@ -98,10 +103,8 @@ def rms_rows(ctx, x, scale, eps: float, when=None):
     the norm (graph/passes/absorb_norms.py) but normalizes in a kernel of its own."""
     def make():
         out = ctx.temp("float32", x.shape)
-        mean_sq = sum_stat("f32", "v * v", "{a} / f32(n_R)")
-        reads = {"scale": scale}
-        row_kernel(ctx, x, [x.rank - 1], [mean_sq], (), (out, f"v / sqrt(s0 + {literal(eps)}) * ld_scale(r)"),
-                   reads, when=when)
+        row_kernel(ctx, x, [x.rank - 1], [MEAN_SQUARE], (), (out, _rms(literal(eps), "ld_scale(r)")),
+                   {"scale": scale}, when=when)
         return out
 
     return ctx.shared(("rms_rows", x.id, scale.id, float(eps), repr(when)), make)

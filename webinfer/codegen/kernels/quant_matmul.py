@@ -78,9 +78,10 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) 
         return {**reads, "x": norm.rms_rows(ctx, x, ctx.inputs[4], eps, when)}
 
     if gemv_when != "skip" and tiled:
-        gpu_reads = normalized(gemv_when) if ctx.kclass.int8_activations(fmt) else reads
-        _gpu_gemv(ctx, gpu_reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout,
-                  eps if gpu_reads is reads else None)
+        if ctx.kclass.int8_activations(fmt):  # (x is quantized first: the norm runs before that pass)
+            _gpu_gemv(ctx, normalized(gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
+        else:
+            _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout, eps)
     elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
         _q8_gemv(ctx, normalized(gemv_when), out, gemv_when, k, n, common)
     elif gemv_when != "skip":

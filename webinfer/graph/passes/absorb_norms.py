@@ -65,8 +65,9 @@ def _absorb(graph: ir.Graph, norm: ir.Node) -> bool:
         return False
     eps = _float_attr(norm, "epsilon", 1e-5)
     for user in users:
-        base = list(user.inputs[:NORM_INPUT]) + [None] * (NORM_INPUT - len(user.inputs[:NORM_INPUT]))
-        inputs = [x, *base[1:], scale, *user.inputs[NORM_INPUT + 1:]]
+        weights = list(user.inputs[1:NORM_INPUT])  # words, block parameters, bias (the last two optional)
+        weights += [None] * (NORM_INPUT - 1 - len(weights))
+        inputs = [x, *weights, scale, *user.inputs[NORM_INPUT + 1:]]
         attrs = [ir.Attr(name, a.type, a.value) for name, a in user.attributes.items()]
         attrs.append(ir.AttrFloat32("norm_epsilon", eps))
         fused = ir.Node(WEBINFER_DOMAIN, user.op_type, inputs, attributes=attrs, name=user.name, num_outputs=1)

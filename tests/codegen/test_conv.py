@@ -77,6 +77,9 @@ DEPTHWISE = [
     ((1, 5, 6, 33), (5, 1, 1, 1), {}),
     ((1, 2, 8, 9), (2, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 3]}),  # stride 3: the direct kernel
     ((1, 2, 8, 9), (2, 1, 3, 3), {"pads": [1, 2, 1, 2], "dilations": [1, 2]}),  # column dilation: direct
+    # channels numbered across workgroups: 14 invocations a channel (37 x 14 = 518, not a multiple of 64)
+    ((1, 37, 14, 14), (37, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 40, 7, 9), (40, 1, 5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
 ]
 
 

@@ -20,7 +20,7 @@ from .elementwise import elementwise
 from .helpers import compute_type
 from .matmul import Operand, matmul, requantize
 from .reduce import row_kernel, sum_stat
-from .tiles import choose_tiling, tiled_matmul
+from .tiles import choose_tiling, grid_2d, tiled_matmul
 
 WG = 64
 # GPU class: implicit GEMM from this many output channels per group and k (input channels x window) on.
@@ -249,11 +249,12 @@ def _depthwise_conv(ctx, x, reads: dict, out, win: Window, cs: ConvShape, stride
     ``epilogue`` as the direct kernel's."""
     rows, t = ctx.kclass.depthwise_tile
     swk, swg = strides
-    nbx = D.ceildiv(win.out[1], t)
+    nbx, nby = D.ceildiv(win.out[1], t), D.ceildiv(win.out[0], rows)
     in_sp = list(x.shape[2:])
-    params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "swk": swk,
-              "swg": swg, **window_params(win, in_sp)}
-    grid = (D.ceildiv(D.mul(D.ceildiv(win.out[0], rows), nbx), WG), cs.cout, x.shape[0])
+    params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "nby": nby,
+              "swk": swk, "swg": swg, **window_params(win, in_sp)}
+    groups = D.ceildiv(D.mul(D.mul(nby, nbx), cs.cout), WG)
+    grid = grid_2d(groups)[:2] + (x.shape[0],)
     ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t, rows=rows,
                  has_bias="bias" in reads, epilogue=epilogue, epilogue_fn=epilogue_fn)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from onnx import helper
-from oprefs import ATOL, RTOL, TARGETS, check_node, make_model, tolerance
+from oprefs import ATOL, RTOL, TARGETS, check_model, check_node, make_model, tolerance
 
 from webinfer.backend import WebinferRep
 
@@ -92,18 +92,22 @@ def test_conv_depthwise(xs, ws, attrs, target):
 
 
 def test_depthwise_row_kernel_is_used(tmp_path):
-    """The software class takes the row kernel for a stride-1 and a stride-2 depthwise conv: one shader."""
+    """The software class takes the row kernel for a stride-1 and a stride-2 depthwise conv: a shader per
+    window shape, shared by layers of other sizes (the third conv reuses the first's)."""
     import glob
 
     from webinfer.build import build
 
     nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], group=4, pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["h", "w2"], ["y"], group=4, pads=[2, 2, 2, 2], strides=[2, 2])]
+             helper.make_node("Conv", ["h", "w2"], ["h2"], group=4, pads=[2, 2, 2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["h2", "w1"], ["y"], group=4, pads=[1, 1, 1, 1])]
     x = f32((1, 4, 10, 12))
     inits = {"w1": f32((4, 1, 3, 3)), "w2": f32((4, 1, 5, 5))}
-    build(make_model(nodes, {"x": x}, ["y"], inits), str(tmp_path), target="software")
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    build(model, str(tmp_path), target="software")
     shaders = [open(f).read() for f in glob.glob(str(tmp_path / "shaders" / "*.wgsl"))]
-    assert len(shaders) == 1 and "fn ld_in(row: u32" in shaders[0]
+    assert len(shaders) == 2 and all("fn ld_in(row: u32" in s for s in shaders)
+    check_model(model, {"x": x}, target="software")
 
 
 def test_conv_weight_as_input():

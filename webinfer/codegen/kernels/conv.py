@@ -253,10 +253,12 @@ def _depthwise_conv(ctx, x, reads: dict, out, win: Window, cs: ConvShape, stride
     in_sp = list(x.shape[2:])
     params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "nby": nby,
               "swk": swk, "swg": swg, **window_params(win, in_sp)}
+    # the window's shape, where known, is part of the shader (its loops unroll); the rest stays uniforms
+    fixed = {k: params.pop(k) for k in ("k0", "k1", "s0", "s1", "d0") if isinstance(params[k], int)}
     groups = D.ceildiv(D.mul(D.mul(nby, nbx), cs.cout), WG)
     grid = grid_2d(groups)[:2] + (x.shape[0],)
     ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t, rows=rows,
-                 has_bias="bias" in reads, epilogue=epilogue, epilogue_fn=epilogue_fn)
+                 fixed=fixed, has_bias="bias" in reads, epilogue=epilogue, epilogue_fn=epilogue_fn)
 
 
 def _implicit_gemm(ctx, w, cs: ConvShape, w_zero) -> bool:

@@ -259,3 +259,17 @@ def test_batchnorm_training_mode(shape, outputs):
     inits = {"s": f32((c,)), "b": f32((c,)), "m": f32((c,)), "v": f32((c,), 0.5, 2.0)}
     check_node("BatchNormalization", {"x": f32(shape, -3, 3)}, n_outputs=outputs, initializers=inits, opset=15,
                training_mode=1, momentum=0.8, epsilon=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [{"strides": [0, 1]}, {"strides": [1, -2]}, {"dilations": [0, 1]}])
+def test_conv_window_below_one_is_refused(attrs, tmp_path):
+    """A stride or dilation under 1 (ONNX requires >= 1) is refused with a one-line error at build, not
+    divided by or written into a shader."""
+    from webinfer.build import build
+    from webinfer.errors import UnsupportedOpError
+
+    x = f32((1, 4, 8, 8))
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"], group=4, **attrs)], {"x": x}, ["y"],
+                       {"w": f32((4, 1, 3, 3))})
+    with pytest.raises(UnsupportedOpError, match="each must be at least 1"):
+        build(model, str(tmp_path), target="software")

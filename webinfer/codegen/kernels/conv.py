@@ -45,6 +45,8 @@ def window(ctx, in_spatial, kernel, ceil_mode: bool = False) -> Window:
     strides = [int(s) for s in ctx.attr("strides", [1] * r)]
     dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
     pads = [int(p) for p in ctx.attr("pads", [0] * (2 * r))]
+    if min(strides + dil, default=1) < 1:
+        raise ctx.unsupported(f"strides {strides} / dilations {dil}: each must be at least 1")
     auto = ctx.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     begin, out, ends = [], [], []
@@ -174,6 +176,8 @@ def transpose_window(ctx, in_sp, kernel) -> Window:
     dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
     opad = [int(p) for p in ctx.attr("output_padding", [0] * r)]
     pads = [int(p) for p in ctx.attr("pads", [0] * (2 * r))]
+    if min(strides + dil, default=1) < 1:
+        raise ctx.unsupported(f"strides {strides} / dilations {dil}: each must be at least 1")
     auto = ctx.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     shape = ctx.attr("output_shape")

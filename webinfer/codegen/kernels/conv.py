@@ -39,14 +39,21 @@ class Window:
     ends: list  # end pads (the padded extent; pooling's count_include_pad counts up to it)
 
 
+def _steps(ctx, r: int) -> tuple[list[int], list[int]]:
+    """The node's strides and dilations, each at least 1 (the windows are divided by them, and the row kernel
+    writes them into its shader)."""
+    strides = [int(s) for s in ctx.attr("strides", [1] * r)]
+    dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
+    if min(strides + dil, default=1) < 1:
+        raise ctx.unsupported(f"strides {strides} / dilations {dil}: each must be at least 1")
+    return strides, dil
+
+
 def window(ctx, in_spatial, kernel, ceil_mode: bool = False) -> Window:
     """Output sizes and begin pads from the node's attributes (ONNX's Conv/Pool formulas)."""
     r = len(in_spatial)
-    strides = [int(s) for s in ctx.attr("strides", [1] * r)]
-    dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
+    strides, dil = _steps(ctx, r)
     pads = [int(p) for p in ctx.attr("pads", [0] * (2 * r))]
-    if min(strides + dil, default=1) < 1:
-        raise ctx.unsupported(f"strides {strides} / dilations {dil}: each must be at least 1")
     auto = ctx.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     begin, out, ends = [], [], []
@@ -172,12 +179,9 @@ def lower_conv_transpose(ctx) -> None:
 def transpose_window(ctx, in_sp, kernel) -> Window:
     """ConvTranspose's output sizes and begin pads (ONNX spec: output_shape / output_padding / auto_pad)."""
     r = len(in_sp)
-    strides = [int(s) for s in ctx.attr("strides", [1] * r)]
-    dil = [int(d) for d in ctx.attr("dilations", [1] * r)]
+    strides, dil = _steps(ctx, r)
     opad = [int(p) for p in ctx.attr("output_padding", [0] * r)]
     pads = [int(p) for p in ctx.attr("pads", [0] * (2 * r))]
-    if min(strides + dil, default=1) < 1:
-        raise ctx.unsupported(f"strides {strides} / dilations {dil}: each must be at least 1")
     auto = ctx.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     shape = ctx.attr("output_shape")

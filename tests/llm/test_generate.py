@@ -32,10 +32,11 @@ def test_manifest_keeps_cache_on_gpu(tiny_wi):
     assert m["bounds"] == {"past_sequence": 1100, "total_sequence": 1100}
     assert not any(i["name"].startswith("past_key_values") for i in m["inputs"])
     labels = [s["label"] for s in m["programs"][0]["steps"]]
-    # a write and an attend per layer in a decode step (the attend has a decode and a prefill step)
+    # the software class's decode step is one attention kernel a layer: it writes the step's keys/values itself
+    # (the separate write runs for prompts, beside the prefill attend)
     decode = [s for s in m["programs"][0]["steps"] if s["label"] == "cached_attention:CachedAttention"
               and (s.get("when") is None or s["when"][0] == "eq")]
-    assert len(decode) == 4
+    assert len(decode) == 2
     assert "sample:SampleToken" in labels
 
 
@@ -107,8 +108,20 @@ def test_shared_kv_rows_match_onnxruntime(tmp_path):
     _assert_logits_match(Generator.load(str(tmp_path / "wide.wi")), model, 1e-4)
 
 
-def _assert_logits_match(gen: Generator, model, rel: float) -> None:
-    """300 prompt tokens then 2 decode steps: each step's last-position logits within ``rel`` of the largest
+def test_wide_heads_decode_within_workgroup_memory(tmp_path):
+    """The software class's decode step merges its invocations' partial softmaxes in workgroup memory (d + 4
+    floats each): 512-wide heads take fewer invocations (4, not 8) to stay within WebGPU's 16 KiB, and the
+    steps after a 200-token prompt still match onnxruntime. (A prompt of 252 or more tokens at this head size
+    goes wrong in prefill, in every class: docs/notes.md, stop 27.)"""
+    from tiny_llama import TINY, tiny_llama
+
+    model = tiny_llama({**TINY, "hidden_size": 1024, "num_attention_heads": 2, "num_key_value_heads": 1}) / "model.onnx"
+    webinfer.build(str(model), str(tmp_path / "wide.wi"), max_seq=600, target="software")
+    _assert_logits_match(Generator.load(str(tmp_path / "wide.wi")), model, 1e-4, prompt=200)
+
+
+def _assert_logits_match(gen: Generator, model, rel: float, prompt: int = 300) -> None:
+    """``prompt`` tokens then 2 decode steps: each step's last-position logits within ``rel`` of the largest
     of onnxruntime's, which runs the whole prefix each time, without a cache."""
     import numpy as np
     import onnxruntime as ort
@@ -116,7 +129,7 @@ def _assert_logits_match(gen: Generator, model, rel: float) -> None:
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
             for i in ref.get_inputs() if i.name.startswith("past_key_values.")}
-    ids = _ids(300, 11)
+    ids = _ids(prompt, 11)
     params = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
     step_ids, pos = ids, 0
     for step in range(3):

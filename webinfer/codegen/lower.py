@@ -42,6 +42,11 @@ class LowerContext:
         self.kclass: KernelClass = lowerer.kclass  # the kernel class being lowered: its knobs choose variants
 
     @property
+    def limits(self) -> dict[str, int]:
+        """The device limits of the tier built for (options.LIMITS)."""
+        return self._l.limits
+
+    @property
     def generation(self) -> bool:
         """A build for generation (KV-cache states with bound dims): steps of one row (decode) are expected."""
         return bool(self._l.program.bounds)

@@ -13,8 +13,9 @@ copy of the rest of the cache), then one workgroup per (query head, query row) t
 chunks with an online softmax: scores of a chunk into workgroup memory, their max and sum reduced across
 the workgroup, and each invocation accumulating its own output dims from V. Grouped-query heads read kv
 head ``h / (Hq / Hkv)`` directly from the cache: the heads are never expanded. The kernel classes choose
-other attend kernels: the software class's serial ones (a decode row's keys split across invocations, then
-merged), the GPU class's flash and split-K ones.
+other attend kernels: the software class's serial ones (a decode row's keys split across a workgroup's
+invocations and merged in it, the step's own keys/values written by the same dispatch), the GPU class's flash and
+split-K ones.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import broadcast_strides
-from .tiles import row_steps
+from .tiles import grid_2d, row_steps
 
 WG = 64
 CHUNK = 1024
@@ -33,11 +34,12 @@ SERIAL_WG = 16
 # MiniLM's attention (d 32) ran 26.3 -> 9.6 ms with 4 rows (8 rows: 22.3, spilling), SmolLM2's 128-token
 # prefill (d 64) TTFT 1.29 -> 1.19 s with 2 rows and 1.24 -> 1.32 s with 4 (same process, alternating).
 SERIAL_FLOATS = 128
+# Invocations of the software class's decode workgroup, each taking a span of the keys (a workgroup per query
+# head). lavapipe, SmolLM2-135M int4 at 128 cached keys, decode-step timestamps, same process, alternating,
+# medians: 8 lanes 42.7 ms, 16 lanes 44.0, the three dispatches before 46.5 (12 rounds); 32 lanes 46.6 against
+# 16's 44.9 (8 rounds). 8 is one SIMD row of a software GPU: its barrier switches no fibres.
+DECODE_WG = 8
 
-
-# Keys per invocation of the software class's decode step (_serial_split): SmolLM2 (9 heads, d 64) at 128
-# cached keys gives 36 invocations over the device's threads instead of 9 on one.
-SERIAL_CHUNK = 32
 
 
 def serial_rows(d: int) -> int:
@@ -81,9 +83,16 @@ def lower_cached_attention(ctx) -> None:
     params = {"s": s, "past": past, "n": D.mul(hkv * d, s)}
     # the gpu-f16 class keeps its KV cache in f16 (half the bytes each decode step streams)
     f16_cache = ["kc", "vc"] if ctx.kclass.use_f16 and ctx.kclass.attention == "flash" else []
-    ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
-                 {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
-                 fused=fused, f16_vars=f16_cache, **rows)
+    serial = ctx.kclass.attention == "serial"
+    decode_when, prefill_when = row_steps(s)
+    # The software class's decode step writes its own keys/values (kind "decode") where its bindings stay within
+    # WebGPU's 8 storage buffers: q|k|v packed in one tensor, or no rotary inputs.
+    write_in_decode = serial and decode_when != "skip" and (packed or not fused)
+    write_when = prefill_when if write_in_decode else None
+    if write_when != "skip":
+        ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
+                     {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
+                     fused=fused, f16_vars=f16_cache, when=write_when, **rows)
     out = ctx.output(0, q.dtype, (q.shape[0], s, hq, d) if fused else q.shape)
     tm = mask.shape[-1]
     _, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
@@ -95,12 +104,12 @@ def lower_cached_attention(ctx) -> None:
     # The class's kernel: "serial" (one invocation per query row and head, registers only) or "workgroup" (a
     # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
     # dearly for barriers.
-    if ctx.kclass.attention == "serial":
+    if serial:
         common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows, bool_mask=mask.dtype == "bool",
                       softcap=softcap, scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
-        decode_when, prefill_when = row_steps(s)
         if decode_when != "skip":
-            _serial_split(ctx, reads, out, params, decode_when, common)
+            new_rows = ({} if packed else {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new)}) if write_in_decode else None
+            _serial_decode(ctx, reads, out, {**params, "past": past}, decode_when, common, new_rows, packed)
         if prefill_when != "skip":  # serial_rows query rows per invocation
             block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
@@ -127,19 +136,30 @@ def serial_sharing(ctx, wg: int, *head_dims: int) -> dict:
     return {"sg": sg, "subgroups": bool(sg), "subgroup_branches": bool(sg)}
 
 
-def _serial_split(ctx, reads: dict, out, params: dict, when, common: dict) -> None:
-    """The software class's decode step: one invocation per (query head, SERIAL_CHUNK keys), registers only,
-    each writing its partial (acc, max, sum); cached_flash.wgsl.j2's merge combines them. One invocation per
-    head would leave a decode row's keys to one thread of the device, serially."""
-    pairs, d = params["pairs"], common["d"]
-    nblk = D.ceildiv(params["t"], SERIAL_CHUNK)
-    part = ctx.temp("float32", (common["hq"], nblk, d + 2))  # a decode row: pairs == hq (not sized by prefill's)
-    ctx.dispatch("cached_attention.wgsl.j2", reads, {"part": part}, work=D.mul(pairs, nblk), wg=SERIAL_WG,
-                 when=when, params={**params, "nblk": nblk}, kind="serial", rows=1, chunk=SERIAL_CHUNK,
-                 vec4_vars=["kc", "vc"], **common)
-    n = D.mul(pairs, d)
-    ctx.dispatch("cached_flash.wgsl.j2", {"part": part}, {"out": out}, work=n, wg=WG, when=when,
-                 params={"s": params["s"], "nblk": nblk, "n": n}, kind="merge", **common)
+def decode_lanes(d: int, limits: dict) -> int:
+    """Invocations of the software class's decode workgroup (cached_attention.wgsl.j2 "decode"): DECODE_WG, halved
+    until their partials (d + 4 floats each) fit in workgroup memory."""
+    lanes = DECODE_WG
+    while lanes > 1 and lanes * (d + 4) * 4 > limits["max_workgroup_bytes"]:
+        lanes //= 2
+    return lanes
+
+
+def _serial_decode(ctx, reads: dict, out, params: dict, when, common: dict, new_rows: dict | None,
+                   packed: bool) -> None:
+    """The software class's decode step in one dispatch (cached_attention.wgsl.j2 "decode"): a workgroup per
+    (query head, row), its decode_lanes invocations splitting the keys (one invocation per head would leave a
+    decode row's keys to one of the device's threads) and merging through workgroup memory. ``new_rows``
+    (this step's k_new/v_new reads, empty when packed in q): the kernel also writes them into the caches, so
+    the step is one dispatch instead of three (write, split, merge: ~300 us a layer on lavapipe, mostly
+    dispatch cost)."""
+    write = new_rows is not None
+    states = {name: reads[name] for name in ("kc", "vc")}  # bound read-write when the step writes them
+    reads = {name: t for name, t in reads.items() if not (write and name in states)}
+    writes = {"out": out, **(states if write else {})}
+    ctx.dispatch("cached_attention.wgsl.j2", {**reads, **(new_rows or {})}, writes, grid=grid_2d(params["pairs"]),
+                 wg=decode_lanes(common["d"], ctx.limits), when=when, params=params, kind="decode",
+                 write_new=write, packed=packed, vec4_vars=["kc", "vc"], **common)
 
 
 def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:

@@ -41,7 +41,6 @@ SERIAL_FLOATS = 128
 DECODE_WG = 8
 
 
-
 def serial_rows(d: int) -> int:
     """Query rows per invocation of a serial attention kernel with head size ``d``."""
     return max(1, min(4, SERIAL_FLOATS // d))

@@ -16,7 +16,7 @@ import math
 from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
-from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, serial_rows, serial_sharing
+from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, head_unroll, serial_rows, serial_sharing
 from .helpers import broadcast_strides, compute_type
 
 WG = 64
@@ -127,7 +127,7 @@ def lower_attention(ctx) -> None:
         bk = max(1, min(16, FLASH_TILE_FLOATS * (2 if f16 else 1) // max(dq, dv)))
         ctx.dispatch("attention.wgsl.j2", reads, writes, grid=(D.ceildiv(sq, FLASH_BQ), D.mul(bq, hq), 1),
                      params=params, wg=FLASH_BQ, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["k", "v"], f16=f16,
-                     **flags)
+                     uk=head_unroll(dq // 4, total), uv=head_unroll(dv // 4, total), **flags)
         return
     if ctx.kclass.attention == "serial" and "qk" not in writes and dq % 4 == 0 and dv % 4 == 0 \
             and max(dq, dv) <= FLASH_MAX_HEAD and q.dtype == "float32":
@@ -136,8 +136,8 @@ def lower_attention(ctx) -> None:
         rows = rows if not isinstance(sq, int) or sq >= rows else 1
         n = D.mul(bq * hq, D.ceildiv(sq, rows))
         ctx.dispatch("attention.wgsl.j2", reads, writes, work=n, params={**params, "n": n},
-                     wg=SERIAL_WG, kind="serial", rows=rows, vec4_vars=["k", "v"],
-                     **serial_sharing(ctx, SERIAL_WG, dq, dv), **flags)
+                     wg=SERIAL_WG, kind="serial", rows=rows, vec4_vars=["k", "v"], uq=head_unroll(dq // 4, total),
+                     uv=head_unroll(dv // 4, total), **serial_sharing(ctx, SERIAL_WG, dq, dv), **flags)
         return
     ctx.dispatch("attention.wgsl.j2", reads, writes, work=bq * hq * sq, params=params, wg=WG, kind="attend",
                  qk="qk" in writes, mode=mode, **flags)

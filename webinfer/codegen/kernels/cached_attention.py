@@ -41,6 +41,25 @@ SERIAL_FLOATS = 128
 DECODE_WG = 8
 
 
+# llvmpipe (lavapipe) ends every loop of an invocation, silently, once they have run LOOP_BUDGET iterations
+# together (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS): with a loop over the head's vec4s for each key, 512-wide heads
+# lost their outputs past ~250 keys. The attention kernels' head-size loops take HEAD_UNROLL vec4s an iteration
+# (written out by _unroll.wgsl.j2), more where a kernel's keys need it. Writing a 512-wide head out whole took
+# lavapipe minutes to compile.
+LOOP_BUDGET = 65535
+HEAD_UNROLL = 16
+
+
+def head_unroll(d4: int, keys=None) -> int:
+    """vec4s an iteration of a head-size loop over ``d4`` vec4s takes (a divisor of d4): up to HEAD_UNROLL, more
+    where an invocation's ``keys`` keys (an int: at most that many) would otherwise pass LOOP_BUDGET."""
+    divisors = [u for u in range(1, d4 + 1) if d4 % u == 0]
+    u = max(x for x in divisors if x <= HEAD_UNROLL)
+    if isinstance(keys, int):  # per key: the key loop, the mask-limit loop, staging, and the K and V loops
+        u = next((x for x in divisors if x >= u and keys * (3 + 2 * (d4 // x)) + 10 * d4 <= LOOP_BUDGET), d4)
+    return u
+
+
 def serial_rows(d: int) -> int:
     """Query rows per invocation of a serial attention kernel with head size ``d``."""
     return max(1, min(4, SERIAL_FLOATS // d))
@@ -112,9 +131,10 @@ def lower_cached_attention(ctx) -> None:
         if prefill_when != "skip":  # serial_rows query rows per invocation
             block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
+            u = head_unroll(d // 4, cap)
             ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=n, params={**params, "pairs": n},
-                         wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"],
-                         **serial_sharing(ctx, SERIAL_WG, d), **common)
+                         wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"], uq=u,
+                         uv=u, **serial_sharing(ctx, SERIAL_WG, d), **common)
         return
     if ctx.kclass.attention == "flash":
         _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,
@@ -156,9 +176,11 @@ def _serial_decode(ctx, reads: dict, out, params: dict, when, common: dict, new_
     states = {name: reads[name] for name in ("kc", "vc")}  # bound read-write when the step writes them
     reads = {name: t for name, t in reads.items() if not (write and name in states)}
     writes = {"out": out, **(states if write else {})}
+    lanes = decode_lanes(common["d"], ctx.limits)
+    u = head_unroll(common["d"] // 4, -(-common["cap"] // lanes))
     ctx.dispatch("cached_attention.wgsl.j2", {**reads, **(new_rows or {})}, writes, grid=grid_2d(params["pairs"]),
-                 wg=decode_lanes(common["d"], ctx.limits), when=when, params=params, kind="decode",
-                 write_new=write, packed=packed, vec4_vars=["kc", "vc"], **common)
+                 wg=lanes, when=when, params=params, kind="decode", write_new=write, packed=packed,
+                 vec4_vars=["kc", "vc"], uq=u, uv=u, **common)
 
 
 def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
@@ -172,8 +194,10 @@ def _flash(ctx, reads: dict, out, params: dict, mask, **common) -> None:
     if prefill_when != "skip":
         bk = max(1, min(16, FLASH_TILE_FLOATS * (2 if f16 else 1) // d))
         grid = (D.ceildiv(s, FLASH_BQ), hq, 1)
+        u = head_unroll(d // 4, common["cap"])
         ctx.dispatch("cached_flash.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=FLASH_BQ,
-                     when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], **cache, **attrs)
+                     when=prefill_when, kind="flash", bq=FLASH_BQ, bk=bk, vec4_vars=["kc", "vc"], uk=u, uv=u, **cache,
+                     **attrs)
     if decode_when != "skip":
         nblk = D.ceildiv(total, SPLIT_CHUNK)
         part = ctx.temp("float32", (hq, nblk, d + 2))  # one row: pairs == hq, whatever a prefill's row count

@@ -108,16 +108,19 @@ def test_shared_kv_rows_match_onnxruntime(tmp_path):
     _assert_logits_match(Generator.load(str(tmp_path / "wide.wi")), model, 1e-4)
 
 
-def test_wide_heads_decode_within_workgroup_memory(tmp_path):
-    """The software class's decode step merges its invocations' partial softmaxes in workgroup memory (d + 4
-    floats each): 512-wide heads take fewer invocations (4, not 8) to stay within WebGPU's 16 KiB, and the
-    steps after a 200-token prompt still match onnxruntime. (A prompt of 252 or more tokens at this head size
-    goes wrong in prefill, in every class: docs/notes.md, stop 27.)"""
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_wide_heads_past_the_software_loop_limit(tmp_path, target):
+    """512-wide heads after a 300-token prompt: each key costs the attention kernels' head-size loops, and
+    llvmpipe ends every loop of an invocation once they have run 65535 iterations together (Mesa's
+    LP_MAX_TGSI_LOOP_ITERATIONS), silently: with those loops not unrolled, rows past ~250 keys kept their
+    first vec4 only (docs/notes.md, stop 28). The software class's decode step also merges its invocations'
+    partial softmaxes in workgroup memory (d + 4 floats each): 4 invocations, not 8, stay within 16 KiB.
+    At 300 tokens onnxruntime's own fp32 logits are 1e-4 of the peak from float64 torch's, hence 3e-4."""
     from tiny_llama import TINY, tiny_llama
 
     model = tiny_llama({**TINY, "hidden_size": 1024, "num_attention_heads": 2, "num_key_value_heads": 1}) / "model.onnx"
-    webinfer.build(str(model), str(tmp_path / "wide.wi"), max_seq=600, target="software")
-    _assert_logits_match(Generator.load(str(tmp_path / "wide.wi")), model, 1e-4, prompt=200)
+    webinfer.build(str(model), str(tmp_path / "wide.wi"), max_seq=600, target=target)
+    _assert_logits_match(Generator.load(str(tmp_path / "wide.wi")), model, 3e-4)
 
 
 def _assert_logits_match(gen: Generator, model, rel: float, prompt: int = 300) -> None:

@@ -177,7 +177,7 @@ def _serial_decode(ctx, reads: dict, out, params: dict, when, common: dict, new_
     reads = {name: t for name, t in reads.items() if not (write and name in states)}
     writes = {"out": out, **(states if write else {})}
     lanes = decode_lanes(common["d"], ctx.limits)
-    u = head_unroll(common["d"] // 4, -(-common["cap"] // lanes))
+    u = head_unroll(common["d"] // 4, D.ceildiv(common["cap"], lanes))
     ctx.dispatch("cached_attention.wgsl.j2", {**reads, **(new_rows or {})}, writes, grid=grid_2d(params["pairs"]),
                  wg=lanes, when=when, params=params, kind="decode", write_new=write, packed=packed,
                  vec4_vars=["kc", "vc"], uq=u, uv=u, **common)

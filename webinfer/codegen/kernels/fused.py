@@ -182,11 +182,14 @@ def _index(ctx, t, out_shape: tuple) -> str | None:
     return None
 
 
-def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | None:
-    """The WGSL ``epi(base, row, col, idx)`` computing the program after the base op, with its extra reads."""
-    extras = ctx.inputs[BASE_INPUTS[ctx.op]:]
+def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str, extras: list | None = None,
+                 bases: tuple = ("base",)) -> tuple[str, dict] | None:
+    """The WGSL ``epi(base, row, col, idx)`` computing the program after the base op, with its extra reads.
+    ``extras``: the program's inputs after the base results (by default the node's inputs past its base op's);
+    ``bases``: the names of the results the kernel passes (a paired matmul passes two)."""
+    extras = ctx.inputs[BASE_INPUTS[ctx.op]:] if extras is None else extras
     ct = compute_type(out_dtype)
-    sources, reads, loads = [("base", out_dtype)], {}, []
+    sources, reads, loads = [(b, out_dtype) for b in bases], {}, []
     for t in extras:
         lit = _literal(t)
         if lit is not None:
@@ -204,7 +207,8 @@ def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str) -> tuple[str, dict] | No
         return None
     body = "\n  ".join(loads + lets)
     helpers = "\n".join(_helpers(body))
-    fn = f"{helpers}\nfn epi(base: {ct}, row: u32, col: u32, idx: u32) -> {ct} {{\n  {body}\n  return {result};\n}}"
+    args = "".join(f"{b}: {ct}, " for b in bases)
+    fn = f"{helpers}\nfn epi({args}row: u32, col: u32, idx: u32) -> {ct} {{\n  {body}\n  return {result};\n}}"
     return fn, reads
 
 
@@ -222,3 +226,28 @@ def lower_fused_epilogue(ctx) -> None:
         return
     base(ctx)  # then the program as its own kernel over the base result
     run_program(ctx, [ctx.outputs[0]] + list(extras))
+
+
+@lowering("PairedMatMulQ", domain=WEBINFER_DOMAIN)
+def lower_paired_matmul_q(ctx) -> None:
+    """Two packed matmuls of one x and a program over both results (graph/passes/pair_matmuls.py). The
+    software class's decode GEMV computes both in one kernel (``epi(base, base2, ...)``); every other step
+    runs the partner's matmul into a temporary that the first one's epilogue reads."""
+    ins = list(ctx.inputs) + [None] * (qmm.PAIRED_INPUTS - len(ctx.inputs))  # (trailing absent inputs drop)
+    x, extras = ins[0], ins[qmm.PAIRED_INPUTS:]
+    out_shape = tuple(x.shape[:-1]) + (int(ctx.attr("n")),)
+    fits = x.dtype == "float32" and broadcast_shapes([out_shape] + [t.shape for t in extras]) == out_shape
+    partner_inputs = [x, *ins[5:8], ins[4]]
+    paired = _epilogue_fn(ctx, out_shape, "float32", extras, ("base", "base2")) if fits else None
+    steps = ("gemm",) if paired is not None and qmm.pairs_gemv(ctx) else ("gemv", "gemm")
+    partner = qmm.partner_result(ctx, partner_inputs, steps)
+    single = _epilogue_fn(ctx, out_shape, "float32", [partner] + extras) if fits and partner is not None else None
+    if single is not None:
+        qmm.lower_matmul_q(ctx, epilogue_fn=single[0], extra_reads=single[1], steps=steps)
+    elif partner is not None:  # the matmul, then the program as its own kernel over both results
+        qmm.lower_matmul_q(ctx, steps=steps)
+        run_program(ctx, [ctx.outputs[0], partner] + extras)
+    else:  # only the paired GEMV ever runs
+        ctx.output(0, "float32", out_shape)
+    if steps == ("gemm",):
+        qmm.paired_gemv(ctx, partner_inputs, paired[0], paired[1])

@@ -30,6 +30,7 @@ AFFINE_FORMATS = ("int4", "nbits4", "nbits8")  # block parameters (scale, minimu
 GEMV_WG = 8
 GEMV_TN = 4
 GEMV_TN_4BIT = 8
+GEMV_TN_PAIRED = 8  # int4 columns of each of a paired GEMV's two weights an invocation takes
 # int4 on int8 activations (_q8_gemv): 16 columns per invocation (the block's x words loaded once for 16;
 # 576x49152 per CPU-second: 8 columns 12.3-12.5 ms, 16 8.4-10.4, 32 12.1-12.9).
 GEMV_TN_Q8 = 16
@@ -40,69 +41,152 @@ GPU_GEMV_WG, GPU_GEMV_TN = 64, 4
 GPU_GEMV_KN = (8, 32)
 
 
+def _weight_reads(ctx, suffix: str = "") -> dict:
+    """MatMulQ's words, block parameters and bias (inputs 1-3) as wq, qp, bias (+ ``suffix``)."""
+    reads = {"wq" + suffix: ctx.inputs[1]}
+    if ctx.has_input(2):
+        reads["qp" + suffix] = ctx.inputs[2]
+    if ctx.has_input(3):
+        reads["bias" + suffix] = ctx.inputs[3]
+    return reads
+
+
+def _common(ctx, reads: dict, epilogue_fn: str) -> dict:
+    """The template context every packed matmul step shares."""
+    fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
+    xvec = k % (4 if fmt == "f32" else 32) == 0
+    wvec = fmt == "f32" and k % 4 == 0
+    qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
+    vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
+    # the affine formats' (scale, minimum) pairs as one vec2 load each (lavapipe: int4 576x49152 GEMV on int8
+    # activations 5.5 -> 4.6 ms, same process)
+    vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
+    return dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
+                has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, shifts=ctx.kclass.unpack_by_shifts,
+                texture_vars=weight_textures(ctx, fmt, reads), **nbits_layout(ctx, fmt, k))
+
+
 @lowering("MatMulQ", domain=WEBINFER_DOMAIN)
-def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
+def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
+                   steps: tuple = ("gemv", "gemm")) -> None:
     """``epilogue_fn``/``extra_reads``: a fused epilogue ``epi(base, row, col, idx)`` (kernels/fused.py).
-    Input 4 with ``norm_epsilon``: an RMSNorm of x absorbed by graph/passes/absorb_norms.py."""
-    x, words = ctx.inputs[0], ctx.inputs[1]
+    Input 4 with ``norm_epsilon``: an RMSNorm of x absorbed by graph/passes/absorb_norms.py. ``steps``: the
+    decode (``gemv``) and prefill (``gemm``) steps to emit (a paired matmul emits its own GEMV)."""
+    x = ctx.inputs[0]
     fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
     if x.shape[-1] != k and isinstance(x.shape[-1], int):
         raise ctx.unsupported(f"input has {x.shape[-1]} columns, the weight {k} rows")
     out = ctx.output(0, "float32", tuple(x.shape[:-1]) + (n,))
     rows = D.product(x.shape[:-1])
-    reads = {"x": x, "wq": words}
-    if ctx.has_input(2):
-        reads["qp"] = ctx.inputs[2]
-    if ctx.has_input(3):
-        reads["bias"] = ctx.inputs[3]
+    reads = {"x": x, **_weight_reads(ctx)}
     reads.update({name: ctx.gpu(t) for name, t in (extra_reads or {}).items()})
-    xvec = k % (4 if fmt == "f32" else 32) == 0
-    wvec = fmt == "f32" and k % 4 == 0
-    qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
-    vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
-    layout = nbits_layout(ctx, fmt, k)
-    # the affine formats' (scale, minimum) pairs as one vec2 load each (lavapipe: int4 576x49152 GEMV on int8
-    # activations 5.5 -> 4.6 ms, same process)
-    vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
-    common = dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
-                  has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, shifts=ctx.kclass.unpack_by_shifts,
-                  texture_vars=weight_textures(ctx, fmt, reads), **layout)
-    gemv_when, gemm_when = row_steps(rows, ctx)
+    common = _common(ctx, reads, epilogue_fn)
+    wvec, layout = common["wvec"], nbits_layout(ctx, fmt, k)
+    gemv_when, gemm_when = (w if s in steps else "skip" for w, s in zip(row_steps(rows, ctx), ("gemv", "gemm")))
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
     eps = ctx.attr("norm_epsilon") if ctx.has_input(4) else None
 
-    def normalized(when) -> dict:
-        """``reads`` with x normalized by the absorbed RMSNorm in a kernel of its own (run when ``when``)."""
-        if eps is None:
-            return reads
-        return {**reads, "x": norm.rms_rows(ctx, x, ctx.inputs[4], eps, when)}
-
     if gemv_when != "skip" and tiled:
         if ctx.kclass.int8_activations(fmt):  # (x is quantized first: the norm runs before that pass)
-            _gpu_gemv(ctx, normalized(gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
+            _gpu_gemv(ctx, _normalized(ctx, reads, gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
         else:
             _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout, eps)
     elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
-        _q8_gemv(ctx, normalized(gemv_when), out, gemv_when, k, n, common)
+        _q8_gemv(ctx, _normalized(ctx, reads, gemv_when), out, gemv_when, k, n, common)
     elif gemv_when != "skip":
-        tn = GEMV_TN_4BIT if fmt in ("int4", "nbits4") else GEMV_TN
-        # the norm in the GEMV's own loads (x * scale, sum of x^2) and stores (* r); an f32 weight's K % 4 tail
-        # loads x once per column, so that one normalizes first
-        prologue = eps is not None and (fmt != "f32" or k % 4 == 0)
-        gemv_reads = {**reads, "ns": ctx.inputs[4]} if prologue else normalized(gemv_when)
-        norm_vars = ["ns"] if prologue and xvec else []
-        ctx.dispatch("quant_matmul.wgsl.j2", gemv_reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
-                     when=gemv_when, params=_sizes(k, n, layout), kind="gemv", tn=tn,
-                     sgx=_shares_x(ctx, fmt, GEMV_WG), norm_eps=literal(eps) if prologue else "",
-                     **{**common, "vec4_vars": common["vec4_vars"] + norm_vars})
+        _software_gemv(ctx, reads, out, gemv_when, common)
     if gemm_when != "skip" and tiled:
-        _tiled_gemm(ctx, normalized(gemm_when), out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
+        _tiled_gemm(ctx, _normalized(ctx, reads, gemm_when), out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
         t = ctx.kclass.quant_gemm
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
-        ctx.dispatch("quant_matmul.wgsl.j2", normalized(gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
+        ctx.dispatch("quant_matmul.wgsl.j2", _normalized(ctx, reads, gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
                      when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
+
+
+def _normalized(ctx, reads: dict, when) -> dict:
+    """``reads`` with x normalized by the absorbed RMSNorm (input 4) in a kernel of its own (run when ``when``)."""
+    if not ctx.has_input(4):
+        return reads
+    return {**reads, "x": norm.rms_rows(ctx, ctx.inputs[0], ctx.inputs[4], ctx.attr("norm_epsilon"), when)}
+
+
+def _software_gemv(ctx, reads: dict, out, when, common: dict, paired: bool = False) -> None:
+    """The software class's decode GEMV (quant_matmul.wgsl.j2 ``gemv``): an invocation per ``tn`` columns.
+    ``paired``: reads hold a partner's weights too (wq2, qp2, bias2) and the invocation computes its columns
+    of both, for an ``epi(base, base2, ...)`` epilogue."""
+    fmt, k, n = common["fmt"], common["K"], common["N"]
+    eps = ctx.attr("norm_epsilon") if ctx.has_input(4) else None
+    tn = (GEMV_TN_PAIRED if paired else GEMV_TN_4BIT) if fmt in ("int4", "nbits4") else GEMV_TN
+    # the norm in the GEMV's own loads (x * scale, sum of x^2) and stores (* r); an f32 weight's K % 4 tail
+    # loads x once per column, so that one normalizes first
+    prologue = eps is not None and (fmt != "f32" or k % 4 == 0)
+    gemv_reads = {**reads, "ns": ctx.inputs[4]} if prologue else _normalized(ctx, reads, when)
+    extra4 = (["ns"] if prologue and common["xvec"] else []) + (["wq2"] if paired and "wq" in common["vec4_vars"] else [])
+    extra2 = ["qp2"] if paired and "qp" in common["vec2_vars"] else []
+    ctx.dispatch("quant_matmul.wgsl.j2", gemv_reads, {"out": out}, work=D.ceildiv(n, tn), wg=GEMV_WG,
+                 when=when, params=_sizes(k, n, nbits_layout(ctx, fmt, k)), kind="gemv", tn=tn, paired=paired,
+                 sgx=_shares_x(ctx, fmt, GEMV_WG), norm_eps=literal(eps) if prologue else "",
+                 **{**common, "vec4_vars": common["vec4_vars"] + extra4, "vec2_vars": common["vec2_vars"] + extra2})
+
+
+# -- paired matmuls (graph/passes/pair_matmuls.py): x, words, params, bias, norm scale, the partner's words,
+# params and bias, then the program's extras
+PAIRED_INPUTS = 8
+
+
+class _Operands:
+    """A lowering context with other inputs whose output 0 is a given tensor: the partner's MatMulQ."""
+
+    def __init__(self, ctx, inputs: list, out):
+        self._ctx, self.inputs, self._out = ctx, inputs, out
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def output(self, i: int, dtype: str, shape):
+        return self._out
+
+
+def pairs_gemv(ctx) -> bool:
+    """Whether the decode step of a paired matmul runs as one paired GEMV: the software class's plain GEMV
+    (the GPU classes' GEMV and the int8-activation one compute the two matmuls apart)."""
+    x, fmt, n = ctx.inputs[0], ctx.attr("format"), int(ctx.attr("n"))
+    rows = D.product(x.shape[:-1])
+    gemv_when, _ = row_steps(rows, ctx)
+    return gemv_when != "skip" and not choose_tiling(rows, n, True, ctx.kclass).shared \
+        and not ctx.kclass.int8_activations(fmt)
+
+
+def partner_result(ctx, inputs: list, steps: tuple):
+    """The partner matmul's result for ``steps`` in a temporary; None when none of those steps ever runs."""
+    x = ctx.inputs[0]
+    rows = D.product(x.shape[:-1])
+    if all(w == "skip" for w, s in zip(row_steps(rows, ctx), ("gemv", "gemm")) if s in steps):
+        return None
+    out = ctx.temp("float32", tuple(x.shape[:-1]) + (int(ctx.attr("n")),))
+    lower_matmul_q(_Operands(ctx, inputs, out), steps=steps)
+    return out
+
+
+def paired_gemv(ctx, partner_inputs: list, epilogue_fn: str, extra_reads: dict) -> None:
+    """The paired decode GEMV: both matmuls' columns from one pass over x, the program on both."""
+    x = ctx.inputs[0]
+    partner = _Operands(ctx, partner_inputs, None)
+    reads = {"x": x, **_weight_reads(ctx), **_weight_reads(partner, "2"),
+             **{name: ctx.gpu(t) for name, t in extra_reads.items()}}
+    common = _common(ctx, reads, epilogue_fn)
+    textures = weight_textures(partner, common["fmt"], _weight_reads(partner))
+    if bool(textures) != bool(common["texture_vars"]):
+        raise ctx.unsupported("the paired weights differ in their texture layout")
+    common["texture_vars"] = {**common["texture_vars"], **{name + "2": f for name, f in textures.items()}}
+    common["has_bias2"] = partner.has_input(3)
+    rows = D.product(x.shape[:-1])
+    _software_gemv(ctx, reads, ctx.outputs[0], row_steps(rows, ctx)[0], common, paired=True)
 
 
 # The packed formats' weights as textures (the class's weight_textures): words 4 to a texel, (scale, minimum)

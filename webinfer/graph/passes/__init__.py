@@ -25,6 +25,7 @@ from . import (
     fuse_softmax_topk,
     identity,
     matmul_gemm,
+    pair_matmuls,
     reorder,
 )
 
@@ -52,6 +53,7 @@ FUSIONS: dict = {
     "fuse_activations": fuse_activations.run,
     "fuse_elementwise": fuse_elementwise.run,
     "fuse_epilogue": fuse_epilogue.run,
+    "pair_matmuls": pair_matmuls.run,  # a gated MLP's two projections: one decode GEMV
     "absorb_norms": absorb_norms.run,  # after the epilogues: the norm joins FusedMatMulQ as well
 }
 FINAL = {"dce": dce.run}

@@ -1,4 +1,5 @@
-"""An RMSNorm whose only readers are packed matmuls (``webinfer.MatMulQ`` / ``FusedMatMulQ``) joins them.
+"""An RMSNorm whose only readers are packed matmuls (``webinfer.MatMulQ`` / ``FusedMatMulQ`` / ``PairedMatMulQ``)
+joins them.
 
 A decoder layer normalizes the residual stream twice, each time for projections alone (q/k/v, gate/up), and
 every norm is one more dispatch of a decode step (on lavapipe 80-120 us each, 61 of SmolLM2-135M's 317). Since
@@ -20,7 +21,7 @@ import onnx_ir as ir
 from ...opschema import WEBINFER_DOMAIN
 from ._util import install, int_attr, rank, static_dims
 
-MATMULS = ("MatMulQ", "FusedMatMulQ")
+MATMULS = ("MatMulQ", "FusedMatMulQ", "PairedMatMulQ")
 NORM_INPUT = 4  # x, words, block parameters, bias, norm scale (opschema: MatMulQ's base inputs)
 
 

@@ -154,12 +154,12 @@ class _Operands:
 
 def pairs_gemv(ctx) -> bool:
     """Whether the decode step of a paired matmul runs as one paired GEMV: the software class's plain GEMV
-    (the GPU classes' GEMV and the int8-activation one compute the two matmuls apart)."""
+    and the GPU classes' (the software class's int8-activation GEMV computes the two matmuls apart)."""
     x, fmt, n = ctx.inputs[0], ctx.attr("format"), int(ctx.attr("n"))
     rows = D.product(x.shape[:-1])
     gemv_when, _ = row_steps(rows, ctx)
-    return gemv_when != "skip" and not choose_tiling(rows, n, True, ctx.kclass).shared \
-        and not ctx.kclass.int8_activations(fmt)
+    return gemv_when != "skip" and (choose_tiling(rows, n, True, ctx.kclass).shared
+                                    or not ctx.kclass.int8_activations(fmt))
 
 
 def partner_result(ctx, inputs: list, steps: tuple):
@@ -179,14 +179,22 @@ def paired_gemv(ctx, partner_inputs: list, epilogue_fn: str, extra_reads: dict) 
     partner = _Operands(ctx, partner_inputs, None)
     reads = {"x": x, **_weight_reads(ctx), **_weight_reads(partner, "2"),
              **{name: ctx.gpu(t) for name, t in extra_reads.items()}}
+    fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
+    rows = D.product(x.shape[:-1])
+    when = row_steps(rows, ctx)[0]
+    if choose_tiling(rows, n, True, ctx.kclass).shared:  # the GPU classes' GEMV
+        int8 = ctx.kclass.int8_activations(fmt)  # (x is quantized first: the norm runs before that pass)
+        _gpu_gemv(ctx, _normalized(ctx, reads, when) if int8 else reads, ctx.outputs[0], when, fmt, k, n,
+                  fmt == "f32" and k % 4 == 0, epilogue_fn, nbits_layout(ctx, fmt, k),
+                  None if int8 or not ctx.has_input(4) else ctx.attr("norm_epsilon"), paired=True)
+        return
     common = _common(ctx, reads, epilogue_fn)
     textures = weight_textures(partner, common["fmt"], _weight_reads(partner))
     if bool(textures) != bool(common["texture_vars"]):
         raise ctx.unsupported("the paired weights differ in their texture layout")
     common["texture_vars"] = {**common["texture_vars"], **{name + "2": f for name, f in textures.items()}}
     common["has_bias2"] = partner.has_input(3)
-    rows = D.product(x.shape[:-1])
-    _software_gemv(ctx, reads, ctx.outputs[0], row_steps(rows, ctx)[0], common, paired=True)
+    _software_gemv(ctx, reads, ctx.outputs[0], when, common, paired=True)
 
 
 # The packed formats' weights as textures (the class's weight_textures): words 4 to a texel, (scale, minimum)
@@ -253,23 +261,25 @@ def _q8_gemv(ctx, reads: dict, out, when, k: int, n: int, common: dict) -> None:
 
 
 def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool, epilogue_fn: str,
-              layout: dict, eps: float | None = None) -> None:
+              layout: dict, eps: float | None = None, paired: bool = False) -> None:
     """The GPU class's decode GEMV (gemv.wgsl.j2 'nk'). With the class's dp4a knob and int8/int4 weights, a
     first pass quantizes x to int8 blocks and the GEMV takes packed integer dot products. ``eps``: an absorbed
-    RMSNorm (input 4 its scale) normalizes x in the GEMV's loads."""
+    RMSNorm (input 4 its scale) normalizes x in the GEMV's loads. ``paired``: reads hold a partner's weights
+    too (wq2, qp2, bias2), for an ``epi(base, base2, ...)`` epilogue."""
     nb = -(-k // 32)
     wpr = {"f32": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
     sizes = {"K": k, "N": n, "NB": nb, "WPR": wpr, **({"NBQ": layout["NBQ"]} if "NBQ" in layout else {})}
     common = dict(when=when, fmt=fmt, xvec=k % 4 == 0, params=sizes)
     if ctx.kclass.int8_activations(fmt):
         reads = _quantize_x(ctx, reads, k, when)
-    vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] if wvec else [])
+    vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] + (["wq2"] if paired else []) if wvec else [])
     if eps is not None:
         reads = {**reads, "ns": ctx.inputs[4]}
         vec4 += ["ns"] if k % 4 == 0 else []
         common["norm_eps"] = literal(eps)
     ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
                  kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,
+                 paired=paired, has_bias2="bias2" in reads,
                  epilogue_fn=epilogue_fn, subgroups=ctx.kclass.use_subgroups, dp4a="xq" in reads, **common,
                  **layout)
 

@@ -3,9 +3,9 @@
 A gated MLP (LLaMA's SwiGLU, Gemma's GeGLU, T5's gated-gelu) computes ``act(x @ Wg) * (x @ Wu)``: after
 fuse_epilogue one projection is a ``FusedMatMulQ`` whose program reads the other's result. As two kernels a
 decode step pays two dispatches (tens of microseconds each on a software GPU), loads and normalizes x twice
-and writes and reads back the gate. The paired op keeps both weights: its decode GEMV computes the two
-columns of an output side by side from the same x loads and runs the program on both accumulators
-(codegen/kernels/quant_matmul.py, ``paired``); the other kernels run the two matmuls as before.
+and writes and reads back the gate. The paired op keeps both weights: its decode GEMV (the software and GPU
+classes') computes the two columns of an output side by side from the same x loads and runs the program on
+both results (codegen/kernels/quant_matmul.py, ``paired``); GEMMs run the two matmuls as before.
 
 Inputs: x, words, params, bias, norm scale (MatMulQ's five), then the partner's words, params and bias, then
 the program's extras. Program input 0 is ``x @ W + bias``, input 1 the partner's ``x @ W2 + bias2``, input

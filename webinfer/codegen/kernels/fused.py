@@ -230,9 +230,9 @@ def lower_fused_epilogue(ctx) -> None:
 
 @lowering("PairedMatMulQ", domain=WEBINFER_DOMAIN)
 def lower_paired_matmul_q(ctx) -> None:
-    """Two packed matmuls of one x and a program over both results (graph/passes/pair_matmuls.py). The
-    software class's decode GEMV computes both in one kernel (``epi(base, base2, ...)``); every other step
-    runs the partner's matmul into a temporary that the first one's epilogue reads."""
+    """Two packed matmuls of one x and a program over both results (graph/passes/pair_matmuls.py). The decode
+    GEMV computes both in one kernel (``epi(base, base2, ...)``, quant_matmul.pairs_gemv says where); every
+    other step runs the partner's matmul into a temporary that the first one's epilogue reads."""
     ins = list(ctx.inputs) + [None] * (qmm.PAIRED_INPUTS - len(ctx.inputs))  # (trailing absent inputs drop)
     x, extras = ins[0], ins[qmm.PAIRED_INPUTS:]
     out_shape = tuple(x.shape[:-1]) + (int(ctx.attr("n")),)

@@ -23,7 +23,6 @@ from ._program import Program
 from ._util import install
 
 BASE = 5  # x, words, block parameters, bias, norm scale (opschema: MatMulQ's base inputs)
-PAIRED_BASE = BASE + 3  # + the partner's words, block parameters, bias
 SAME_ATTRS = ("format", "k", "n", "block")
 
 

@@ -84,17 +84,8 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
     wvec, layout = common["wvec"], nbits_layout(ctx, fmt, k)
     gemv_when, gemm_when = (w if s in steps else "skip" for w, s in zip(row_steps(rows, ctx), ("gemv", "gemm")))
     tiled = choose_tiling(rows, n, True, ctx.kclass).shared
-    eps = ctx.attr("norm_epsilon") if ctx.has_input(4) else None
-
-    if gemv_when != "skip" and tiled:
-        if ctx.kclass.int8_activations(fmt):  # (x is quantized first: the norm runs before that pass)
-            _gpu_gemv(ctx, _normalized(ctx, reads, gemv_when), out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout)
-        else:
-            _gpu_gemv(ctx, reads, out, gemv_when, fmt, k, n, wvec, epilogue_fn, layout, eps)
-    elif gemv_when != "skip" and ctx.kclass.int8_activations(fmt):
-        _q8_gemv(ctx, _normalized(ctx, reads, gemv_when), out, gemv_when, k, n, common)
-    elif gemv_when != "skip":
-        _software_gemv(ctx, reads, out, gemv_when, common)
+    if gemv_when != "skip":
+        _gemv_step(ctx, reads, out, gemv_when, common)
     if gemm_when != "skip" and tiled:
         _tiled_gemm(ctx, _normalized(ctx, reads, gemm_when), out, rows, n, k, gemm_when, fmt, wvec, epilogue_fn, layout)
     elif gemm_when != "skip":
@@ -103,6 +94,22 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
         ctx.dispatch("quant_matmul.wgsl.j2", _normalized(ctx, reads, gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
                      when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
+
+
+def _gemv_step(ctx, reads: dict, out, when, common: dict, paired: bool = False) -> None:
+    """The decode step (one row): the GPU classes' workgroup GEMV, the software class's int8-activation GEMV,
+    or its plain one. ``paired``: reads hold a partner's weights too (not the int8-activation GEMV's)."""
+    fmt, k, n = common["fmt"], common["K"], common["N"]
+    rows = D.product(ctx.inputs[0].shape[:-1])
+    int8 = ctx.kclass.int8_activations(fmt)  # (x is quantized first: the norm runs before that pass)
+    if choose_tiling(rows, n, True, ctx.kclass).shared:
+        eps = None if int8 or not ctx.has_input(4) else ctx.attr("norm_epsilon")
+        _gpu_gemv(ctx, _normalized(ctx, reads, when) if int8 else reads, out, when, fmt, k, n, common["wvec"],
+                  common["epilogue_fn"], nbits_layout(ctx, fmt, k), eps, paired)
+    elif int8:
+        _q8_gemv(ctx, _normalized(ctx, reads, when), out, when, k, n, common)
+    else:
+        _software_gemv(ctx, reads, out, when, common, paired)
 
 
 def _normalized(ctx, reads: dict, when) -> dict:
@@ -179,22 +186,13 @@ def paired_gemv(ctx, partner_inputs: list, epilogue_fn: str, extra_reads: dict) 
     partner = _Operands(ctx, partner_inputs, None)
     reads = {"x": x, **_weight_reads(ctx), **_weight_reads(partner, "2"),
              **{name: ctx.gpu(t) for name, t in extra_reads.items()}}
-    fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
-    rows = D.product(x.shape[:-1])
-    when = row_steps(rows, ctx)[0]
-    if choose_tiling(rows, n, True, ctx.kclass).shared:  # the GPU classes' GEMV
-        int8 = ctx.kclass.int8_activations(fmt)  # (x is quantized first: the norm runs before that pass)
-        _gpu_gemv(ctx, _normalized(ctx, reads, when) if int8 else reads, ctx.outputs[0], when, fmt, k, n,
-                  fmt == "f32" and k % 4 == 0, epilogue_fn, nbits_layout(ctx, fmt, k),
-                  None if int8 or not ctx.has_input(4) else ctx.attr("norm_epsilon"), paired=True)
-        return
     common = _common(ctx, reads, epilogue_fn)
     textures = weight_textures(partner, common["fmt"], _weight_reads(partner))
     if bool(textures) != bool(common["texture_vars"]):
         raise ctx.unsupported("the paired weights differ in their texture layout")
     common["texture_vars"] = {**common["texture_vars"], **{name + "2": f for name, f in textures.items()}}
     common["has_bias2"] = partner.has_input(3)
-    _software_gemv(ctx, reads, ctx.outputs[0], when, common, paired=True)
+    _gemv_step(ctx, reads, ctx.outputs[0], row_steps(D.product(x.shape[:-1]), ctx)[0], common, paired=True)
 
 
 # The packed formats' weights as textures (the class's weight_textures): words 4 to a texel, (scale, minimum)

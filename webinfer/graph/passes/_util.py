@@ -46,6 +46,19 @@ def static_dims(value: ir.Value) -> tuple[int, ...] | None:
     return tuple(value.shape.dims)
 
 
+def same_known_shape(a: ir.Shape | None, b: ir.Shape | None) -> bool:
+    """Both shapes fully known and equal dim by dim (named symbolic dims by name)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    for x, y in zip(a.dims, b.dims):
+        if isinstance(x, int) or isinstance(y, int):
+            if x != y:
+                return False
+        elif x.value is None or x.value != y.value:
+            return False
+    return True
+
+
 def sole_consumer(value: ir.Value) -> ir.Node | None:
     """The one node using ``value`` (once), when it is not also a graph output."""
     uses = list(value.uses())

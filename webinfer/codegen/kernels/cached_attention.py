@@ -3,8 +3,8 @@
 Written by the KV-cache rewrite (graph/llm/kv_cache.py). Inputs: q [1, Hq, S, D], k_new and v_new
 [1, Hkv, S, D], an additive (float) or boolean mask broadcastable to [1, Hq, S, T], and the two cache
 states [1, Hkv, capacity, D]. T = past + S, where ``past`` is the cache's bound length dim. With
-``bshd_rotary=1`` q, k, v (and the output) are [1, S, heads, D] and two more inputs, cos and sin
-[1, S, D], rotate q and k (rotate_half) as they are read. With ``packed_qkv=1`` (graph/llm/pack_qkv.py)
+``bshd=1`` q, k, v (and the output) are [1, S, heads, D]; two more inputs, cos and sin [1, S, D], then
+rotate q and k (rotate_half) as they are read. With ``packed_qkv=1`` (graph/llm/pack_qkv.py)
 the three are one tensor [1, S, Hq + 2 Hkv, D]: each row holds q's heads, then k's, then v's. ``softcap`` > 0
 caps the scaled scores as ``softcap * tanh(s / softcap)`` before the mask (Gemma 2).
 
@@ -78,14 +78,14 @@ def lower_cached_attention(ctx) -> None:
     q, k_new, v_new, mask, kc, vc = ctx.inputs[:6]
     if kc.kind != "state" or vc.kind != "state" or kc.capacity is None:
         raise ctx.unsupported("past keys/values must be KV-cache states (built with a max sequence length)")
-    fused = bool(ctx.attr("bshd_rotary", 0))
+    fused = bool(ctx.attr("bshd", 0))  # q, k, v and the output in [b, s, heads, d]
     packed = bool(ctx.attr("packed_qkv", 0))  # q, k and v are one tensor: rows of q | k | v heads
-    if fused:  # q, k, v in [b, s, heads, d]; rotary from cos/sin [b, s, d]; output in [b, s, heads, d]
+    rotary = fused and len(ctx.inputs) > 7 and ctx.inputs[6] is not None  # rotate_half from cos/sin [b, s, d]
+    rot = {"cos": ctx.gpu(ctx.inputs[6]), "sin": ctx.gpu(ctx.inputs[7])} if rotary else {}
+    if fused:
         _, s, hq, d = q.shape
-        rot = {"cos": ctx.gpu(ctx.inputs[6]), "sin": ctx.gpu(ctx.inputs[7])}
     else:
         _, hq, s, d = q.shape
-        rot = {}
     row_heads = hq
     if packed:
         hq = int(ctx.attr("q_heads", 0))
@@ -105,12 +105,12 @@ def lower_cached_attention(ctx) -> None:
     decode_when, prefill_when = row_steps(s)
     # The software class's decode step writes its own keys/values (kind "decode") where its bindings stay within
     # WebGPU's 8 storage buffers: q|k|v packed in one tensor, or no rotary inputs.
-    write_in_decode = serial and decode_when != "skip" and (packed or not fused)
+    write_in_decode = serial and decode_when != "skip" and (packed or not rotary)
     write_when = prefill_when if write_in_decode else None
     if write_when != "skip":
         ctx.dispatch("cached_attention.wgsl.j2", {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new), **rot},
                      {"kc": kc, "vc": vc}, work=params["n"], params=params, kind="write", d=d, cap=cap, hkv=hkv,
-                     fused=fused, f16_vars=f16_cache, when=write_when, **rows)
+                     fused=fused, rotary=rotary, f16_vars=f16_cache, when=write_when, **rows)
     out = ctx.output(0, q.dtype, (q.shape[0], s, hq, d) if fused else q.shape)
     tm = mask.shape[-1]
     _, mh, ms, _ = broadcast_strides(mask.shape, (1, hq, s, tm))
@@ -123,7 +123,7 @@ def lower_cached_attention(ctx) -> None:
     # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
     # dearly for barriers.
     if serial:
-        common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows, bool_mask=mask.dtype == "bool",
+        common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, rotary=rotary, **rows, bool_mask=mask.dtype == "bool",
                       softcap=softcap, scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         if decode_when != "skip":
             new_rows = ({} if packed else {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new)}) if write_in_decode else None
@@ -137,12 +137,12 @@ def lower_cached_attention(ctx) -> None:
                          uv=u, **serial_sharing(ctx, SERIAL_WG, d), **common)
         return
     if ctx.kclass.attention == "flash":
-        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, softcap=softcap,
+        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, rotary=rotary, softcap=softcap,
                **rows)
         return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
     ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d,
-                 cap=cap, group=hq // hkv, hq=hq, fused=fused, **rows,
+                 cap=cap, group=hq // hkv, hq=hq, fused=fused, rotary=rotary, **rows,
                  chunk=CHUNK, dpt=(d + WG - 1) // WG, bool_mask=mask.dtype == "bool", vec4_vars=["kc"],
                  softcap=softcap,
                  scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))

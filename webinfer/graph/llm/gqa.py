@@ -101,17 +101,13 @@ def _rewrite(graph: ir.Graph, node: ir.Node, layer: int, shared: _Shared, cache:
     heads = [_i64(b, [0, 0, h, d], f"bshd{h}") for h in (lay["heads"], lay["kv_heads"])]
     q4 = b.op("Reshape", [q, heads[0]])
     k4, v4 = b.op("Reshape", [k, heads[1]]), b.op("Reshape", [v, heads[1]])
-    inputs = [q4, k4, v4, mask, past_k, past_v]
+    inputs = [q4, k4, v4, mask, past_k, past_v]  # the kernel reads [b, s, heads, d] (bshd)
     if fused:
         inputs += [shared.get(("cos", id(b.input(7))), lambda: _rows(b, b.input(7), pos)),
                    shared.get(("sin", id(b.input(8))), lambda: _rows(b, b.input(8), pos))]
-    else:  # the kernel's plain layout: [1, heads, s, d]
-        inputs[:3] = [b.op("Transpose", [t], {"perm": [0, 2, 1, 3]}) for t in inputs[:3]]
     attn = b.op("CachedAttention", inputs,
                 {"scale": lay["scale"], "softcap": lay["softcap"], "q_heads": lay["heads"], "kv_heads": lay["kv_heads"],
-                 "layer": layer, "bshd_rotary": int(fused)}, domain=WEBINFER_DOMAIN)
-    if not fused:
-        attn = b.op("Transpose", [attn], {"perm": [0, 2, 1, 3]})
+                 "layer": layer, "bshd": 1}, domain=WEBINFER_DOMAIN)
     out = b.op("Reshape", [attn, _i64(b, [0, 0, lay["heads"] * d], "merge")])
     graph.insert_before(node, b.nodes)
     old = node.outputs[0]

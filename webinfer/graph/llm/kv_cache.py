@@ -9,9 +9,10 @@ This rewrite keeps the cache on the GPU instead: each ``past_key_values.*`` grap
 buffer of ``max_seq`` positions (recorded in the graph's metadata, read by the lowerer), and each layer's
 attention becomes ``CachedAttention(q, k_new, v_new, mask, past_k, past_v)``, which writes the new keys
 and values at positions [past, past + n) and attends over [0, past + n). ``present.*`` outputs go away.
-When the exporter wrote rotary embeddings (HF's rotate_half) and the head transposes around it, those are
-absorbed too (``bshd_rotary=1``: inputs q, k, v in [b, s, heads, d] plus cos/sin [b, s, d]; the output in
-[b, s, heads, d]): a decode layer's attention is then two kernels instead of about a dozen.
+The head transposes the exporter wrote around the attention are absorbed too, with the rotary embeddings
+(HF's rotate_half) between them when there are any (``bshd=1``: inputs q, k, v in [b, s, heads, d], plus
+cos/sin [b, s, d] for the rotary; the output in [b, s, heads, d]): a decode layer's attention is then one or
+two kernels instead of about a dozen.
 """
 
 from __future__ import annotations
@@ -128,17 +129,19 @@ def _rotary(value: ir.Value, d: int) -> tuple[ir.Value, ir.Value, ir.Value] | No
 
 
 def _absorb(m: dict, d: int) -> dict | None:
-    """Rotary on q and k, the head transposes of q, k, v and of the output, when the exporter wrote them
-    around the attention: the kernels then read [b, s, h, d] directly, rotate on the fly and write
-    [b, s, h, d], so none of those ops runs as a kernel."""
+    """The head transposes of q, k, v and of the output, and rotary on q and k between them, when the exporter
+    wrote them around the attention: the kernels then read [b, s, h, d] directly, rotate on the fly (``cos``
+    and ``sin`` present) and write [b, s, h, d], so none of those ops runs as a kernel."""
     rq, rk = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d)
+    if rq is None and rk is None:  # no rotary (GPT-2, OPT, ...): the transposes alone
+        rq, rk = (_peel_heads_transpose(m["q"]),), (_peel_heads_transpose(m["k"].inputs[1]),)
     v0 = _peel_heads_transpose(m["v"].inputs[1])
     users = [u.node for u in m["out"].uses()]
-    if rq is None or rk is None or v0 is None or rq[1:] != rk[1:] or len(users) != 1 or m["out"].is_graph_output():
+    if rq is None or rk is None or None in rq + rk or v0 is None or rq[1:] != rk[1:] or len(users) != 1 \
+            or m["out"].is_graph_output() or not _perm(users[0], [0, 2, 1, 3]):
         return None
-    if not _perm(users[0], [0, 2, 1, 3]):
-        return None
-    return {"q": rq[0], "k": rk[0], "v": v0, "cos": rq[1], "sin": rq[2], "out": users[0].outputs[0]}
+    rot = {"cos": rq[1], "sin": rq[2]} if len(rq) > 1 else {}
+    return {"q": rq[0], "k": rk[0], "v": v0, **rot, "out": users[0].outputs[0]}
 
 
 def run(model: ir.Model, max_seq: int) -> int:
@@ -168,12 +171,14 @@ def run(model: ir.Model, max_seq: int) -> int:
         mask = m["mask"] if m["mask"] is not None else _no_mask(graph)
         inputs = [m["q"], k_new, v_new, mask, past_k, past_v]
         if fused:
-            inputs = [fused["q"], fused["k"], fused["v"], mask, past_k, past_v, fused["cos"], fused["sin"]]
+            inputs = [fused["q"], fused["k"], fused["v"], mask, past_k, past_v]
+            if "cos" in fused:
+                inputs += [fused["cos"], fused["sin"]]
         node = ir.Node(DOMAIN, "CachedAttention", inputs,
                        attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrFloat32("softcap", m["softcap"]),
                                    ir.AttrInt64("q_heads", q_heads),
                                    ir.AttrInt64("kv_heads", kv_heads), ir.AttrInt64("layer", layer),
-                                   ir.AttrInt64("bshd_rotary", int(fused is not None))],
+                                   ir.AttrInt64("bshd", int(fused is not None))],
                        name=f"cached_attention_{layer}", num_outputs=1)
         graph.insert_before(m["anchor"], node)
         out = node.outputs[0]

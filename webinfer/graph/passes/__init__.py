@@ -27,6 +27,7 @@ from . import (
     matmul_gemm,
     pair_matmuls,
     reorder,
+    unflatten_matmuls,
 )
 
 # Order matters a little: folding first exposes constants; identity/cse before the pair rules expose
@@ -40,6 +41,7 @@ CLEANUP = {
     "cse": cse.run,
     "cancel": cancel.run,
     "conv_bn": conv_bn.run,
+    "unflatten_matmuls": unflatten_matmuls.run,  # view -> Gemm -> view: one MatMul over the leading dims
     "matmul_gemm": matmul_gemm.run,
     "reorder": reorder.run,
 }

@@ -53,11 +53,8 @@ def test_greedy_ids_match_onnxruntime(decoder, length):
     assert got == want
 
 
-@pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
-def test_softcap_logits_per_class(target, tmp_path):
-    """Gemma 2's soft-caps (scores and final logits) through each class's attention kernels (software: registers
-    only; gpu: flash prefill, split-K decode): the last position's logits of a 200-token prefill and of a
-    decode step equal onnxruntime's (greedy ids alone would not see a cap: tanh keeps the argmax)."""
+def _logits_match_onnxruntime(model, art) -> None:
+    """The last position's logits of a 200-token prefill and of a decode step equal onnxruntime's."""
     import struct
 
     import numpy as np
@@ -65,11 +62,8 @@ def test_softcap_logits_per_class(target, tmp_path):
 
     from webinfer.runtime.session import run_sync
 
-    name = "gemma2-dynamo"  # transformers' eager attention with the soft-caps at 2 (scores) and 3 (logits)
-    art = tmp_path / f"{name}.wi"
-    webinfer.build(str(DATA / f"{name}.onnx"), str(art), max_seq=PROMPTS["long"] + NEW_TOKENS, target=target)
     gen = Generator.load(str(art))
-    ref = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     inputs = {i.name for i in ref.get_inputs()}
     past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
             for i in ref.get_inputs() if i.name.startswith("past_key_values.")}
@@ -88,3 +82,42 @@ def test_softcap_logits_per_class(target, tmp_path):
         pos += len(step_ids)
         step_ids = [int(want.argmax())]
         ids = ids + step_ids
+
+
+@pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
+def test_softcap_logits_per_class(target, tmp_path):
+    """Gemma 2's soft-caps (scores and final logits) through each class's attention kernels (software: registers
+    only; gpu: flash prefill, split-K decode): logits, since greedy ids alone would not see a cap (tanh keeps
+    the argmax)."""
+    name = "gemma2-dynamo"  # transformers' eager attention with the soft-caps at 2 (scores) and 3 (logits)
+    art = tmp_path / f"{name}.wi"
+    webinfer.build(str(DATA / f"{name}.onnx"), str(art), max_seq=PROMPTS["long"] + NEW_TOKENS, target=target)
+    _logits_match_onnxruntime(DATA / f"{name}.onnx", art)
+
+
+# GPT-2 has no rotary: the attention reads [b, s, heads, d] without cos/sin, and its c_attn Split (optimum's read
+# by Shape nodes too) is the packed q|k|v row; phi3's dynamo export writes a no-op Reshape after the attention,
+# which hid the output's transpose, and so the rotary and q/k/v Slices, from the rewrite.
+@pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
+@pytest.mark.parametrize("name", ["gpt2-dynamo", "gpt2-optimum", "phi3-dynamo"])
+def test_head_transposes_are_absorbed_per_class(name, target, tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    # the fixtures' weights (std 0.02) leave every score near 0: scaled up, the attention depends on q and k
+    model = onnx.load(str(DATA / f"{name}.onnx"))
+    for t in model.graph.initializer:
+        if len(t.dims) == 2 and t.data_type == onnx.TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(8), t.name))
+    src, art, opt = tmp_path / f"{name}.onnx", tmp_path / f"{name}.wi", tmp_path / "opt.onnx"
+    onnx.save(model, str(src))
+    manifest = webinfer.build(str(src), str(art), max_seq=PROMPTS["long"] + NEW_TOKENS,
+                              target=target, save_optimized=str(opt))
+    layers = [n for n in onnx.load(str(opt)).graph.node if n.op_type == "CachedAttention"]
+    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in layers]
+    assert layers and all(a["bshd"] == 1 for a in attrs)
+    assert all(a.get("packed_qkv") == 1 for a in attrs)  # q, k and v: one projection's rows
+    kernels = {p["op"] for p in manifest["programs"][0]["placement"] if p["dispatches"]}
+    assert not kernels & {"Transpose", "Neg"} and (name.startswith("phi3") or "Split" not in kernels), kernels
+    _logits_match_onnxruntime(src, art)

@@ -1,7 +1,7 @@
 """One matmul for a decoder layer's q, k and v projections: ``webinfer.CachedAttention`` reads them from
 one packed row.
 
-After the KV-cache rewrite (kv_cache.py, gqa.py) an attention with ``bshd_rotary=1`` reads q, k and v as
+After the KV-cache rewrite (kv_cache.py, gqa.py) an attention with ``bshd=1`` reads q, k and v as
 [b, s, heads, d] views (Reshape) of three projections. When the three are MatMul(x, W) [+ bias] of the same
 x with constant weights, every intermediate used once, they become MatMul(x, [Wq | Wk | Wv]) [+ bias]
 viewed as [b, s, Hq + 2 Hkv, d], and the attention takes ``packed_qkv=1`` (codegen/kernels/
@@ -9,8 +9,8 @@ cached_attention.py): a decode step runs one GEMV over all the columns instead o
 tens of microseconds on a software GPU and the small k/v GEMVs spread over few workgroups (docs/notes.md).
 Weight quantization runs after this pass, on the merged weight; its blocks run along K within a column, so
 the packed columns quantize exactly as they would apart. An export that packed them already (q, k and v
-Slices of one projection, as phi3's qkv_proj) gets the same view of that projection, without its three Slice
-kernels. Anything else (a q/k norm between projection and attention, projections of different inputs) leaves the
+Slices or a three-way Split of one projection, as phi3's qkv_proj and GPT-2's c_attn) gets the same view of that
+projection, without its Slice or Split kernels. Anything else (a q/k norm between projection and attention, projections of different inputs) leaves the
 layer as it was.
 """
 
@@ -48,8 +48,11 @@ def _head_view(value: ir.Value) -> tuple[ir.Value, int, int] | None:
 
 def _one_row(views: list, bounds: list[int]) -> ir.Value | None:
     """The exporter packed them already: q, k and v are Slices of one [b, s, total] tensor along its last axis,
-    [bounds[0], bounds[1]), [bounds[1], bounds[2]), [bounds[2], total) (phi3's qkv_proj). That tensor, or None."""
+    [bounds[0], bounds[1]), [bounds[1], bounds[2]), [bounds[2], total) (phi3's qkv_proj), or the three outputs
+    of one Split of it (GPT-2's c_attn). That tensor, or None."""
     total, source = bounds[-1], None
+    if onnx_op(views[0][0], "Split") is not None:
+        return _split_row(views, bounds)
     for (p, _, _), lo, hi in zip(views, bounds, bounds[1:]):
         sl = onnx_op(p, "Slice")
         if sl is None or sole_consumer(p) is None or len(sl.inputs) < 4:
@@ -66,6 +69,26 @@ def _one_row(views: list, bounds: list[int]) -> ir.Value | None:
             return None
         source = data
     return source
+
+
+def _data_read_once(value: ir.Value) -> bool:
+    """Read by one node, apart from Shape nodes (which read no data)."""
+    readers = [u.node for u in value.uses() if u.node.op_type != "Shape"]
+    return len(readers) == 1 and not value.is_graph_output()
+
+
+def _split_row(views: list, bounds: list[int]) -> ir.Value | None:
+    """q, k and v are the outputs of one Split(data [b, s, total], axis=-1), in that order, sized as ``bounds``.
+    Shape readers of them (optimum's reshape targets) keep the Split, which then runs no kernel."""
+    split = onnx_op(views[0][0], "Split")
+    data, sizes = split.inputs[0], [hi - lo for lo, hi in zip(bounds, bounds[1:])]
+    if [id(v[0]) for v in views] != [id(o) for o in split.outputs] or not all(map(_data_read_once, split.outputs)):
+        return None
+    if data.shape is None or len(data.shape) != 3 or data.shape[2] != bounds[-1] or int_attr(split, "axis", 0) not in (-1, 2):
+        return None
+    given = const(split.inputs[1]) if len(split.inputs) > 1 and split.inputs[1] is not None else None
+    fits = given.reshape(-1).tolist() == sizes if given is not None else len(set(sizes)) == 1
+    return data if fits else None
 
 
 def _pack(graph: ir.Graph, node: ir.Node) -> bool:
@@ -119,7 +142,7 @@ def run(model: ir.Model) -> int:
     dce.run(model)  # the KV-cache rewrite leaves the old attention's nodes reading q, k and v
     packed = sum(_pack(model.graph, node) for node in list(model.graph)
                  if node.domain == DOMAIN and node.op_type == "CachedAttention"
-                 and int_attr(node, "bshd_rotary", 0) and not int_attr(node, "packed_qkv", 0))
+                 and int_attr(node, "bshd", 0) and not int_attr(node, "packed_qkv", 0))
     if packed:
         dce.run(model)  # the separate projections, before weight quantization would pack them too
     return packed

@@ -123,8 +123,9 @@ def lower_cached_attention(ctx) -> None:
     # workgroup per row, keys split across invocations, reductions in workgroup memory). Software GPUs pay
     # dearly for barriers.
     if serial:
-        common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, rotary=rotary, **rows, bool_mask=mask.dtype == "bool",
-                      softcap=softcap, scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
+        common = dict(d=d, cap=cap, group=hq // hkv, hq=hq, fused=fused, rotary=rotary, **rows,
+                      bool_mask=mask.dtype == "bool", softcap=softcap,
+                      scale=wgsl_literal(float(ctx.attr("scale", 1.0)), "f32"))
         if decode_when != "skip":
             new_rows = ({} if packed else {"kn": ctx.gpu(k_new), "vn": ctx.gpu(v_new)}) if write_in_decode else None
             _serial_decode(ctx, reads, out, {**params, "past": past}, decode_when, common, new_rows, packed)
@@ -137,8 +138,8 @@ def lower_cached_attention(ctx) -> None:
                          uv=u, **serial_sharing(ctx, SERIAL_WG, d), **common)
         return
     if ctx.kclass.attention == "flash":
-        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, rotary=rotary, softcap=softcap,
-               **rows)
+        _flash(ctx, reads, out, params, mask, d=d, cap=cap, hq=hq, group=hq // hkv, fused=fused, rotary=rotary,
+               softcap=softcap, **rows)
         return
     grid = (D.dmin(pairs, 65535), D.ceildiv(pairs, 65535), 1)
     ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, grid=grid, params=params, wg=WG, kind="attend", d=d,

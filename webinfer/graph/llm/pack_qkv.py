@@ -9,9 +9,9 @@ cached_attention.py): a decode step runs one GEMV over all the columns instead o
 tens of microseconds on a software GPU and the small k/v GEMVs spread over few workgroups (docs/notes.md).
 Weight quantization runs after this pass, on the merged weight; its blocks run along K within a column, so
 the packed columns quantize exactly as they would apart. An export that packed them already (q, k and v
-Slices or a three-way Split of one projection, as phi3's qkv_proj and GPT-2's c_attn) gets the same view of that
-projection, without its Slice or Split kernels. Anything else (a q/k norm between projection and attention, projections of different inputs) leaves the
-layer as it was.
+Slices or a three-way Split of one projection, as phi3's qkv_proj and GPT-2's c_attn) gets the same view of
+that projection, without its Slice or Split kernels. Anything else (a q/k norm between projection and
+attention, projections of different inputs) leaves the layer as it was.
 """
 
 from __future__ import annotations
@@ -82,9 +82,11 @@ def _split_row(views: list, bounds: list[int]) -> ir.Value | None:
     Shape readers of them (optimum's reshape targets) keep the Split, which then runs no kernel."""
     split = onnx_op(views[0][0], "Split")
     data, sizes = split.inputs[0], [hi - lo for lo, hi in zip(bounds, bounds[1:])]
-    if [id(v[0]) for v in views] != [id(o) for o in split.outputs] or not all(map(_data_read_once, split.outputs)):
+    if [id(v[0]) for v in views] != [id(o) for o in split.outputs] or \
+            not all(map(_data_read_once, split.outputs)):
         return None
-    if data.shape is None or len(data.shape) != 3 or data.shape[2] != bounds[-1] or int_attr(split, "axis", 0) not in (-1, 2):
+    if data.shape is None or len(data.shape) != 3 or data.shape[2] != bounds[-1] or \
+            int_attr(split, "axis", 0) not in (-1, 2):
         return None
     given = const(split.inputs[1]) if len(split.inputs) > 1 and split.inputs[1] is not None else None
     fits = given.reshape(-1).tolist() == sizes if given is not None else len(set(sizes)) == 1

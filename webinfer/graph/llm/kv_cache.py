@@ -134,14 +134,17 @@ def _absorb(m: dict, d: int) -> dict | None:
     and ``sin`` present) and write [b, s, h, d], so none of those ops runs as a kernel."""
     rq, rk = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d)
     if rq is None and rk is None:  # no rotary (GPT-2, OPT, ...): the transposes alone
-        rq, rk = (_peel_heads_transpose(m["q"]),), (_peel_heads_transpose(m["k"].inputs[1]),)
+        rot, q0, k0 = {}, _peel_heads_transpose(m["q"]), _peel_heads_transpose(m["k"].inputs[1])
+    elif rq is not None and rk is not None and rq[1:] == rk[1:]:
+        rot, q0, k0 = {"cos": rq[1], "sin": rq[2]}, rq[0], rk[0]
+    else:
+        return None
     v0 = _peel_heads_transpose(m["v"].inputs[1])
     users = [u.node for u in m["out"].uses()]
-    if rq is None or rk is None or None in rq + rk or v0 is None or rq[1:] != rk[1:] or len(users) != 1 \
-            or m["out"].is_graph_output() or not _perm(users[0], [0, 2, 1, 3]):
+    if q0 is None or k0 is None or v0 is None or len(users) != 1 or m["out"].is_graph_output() \
+            or not _perm(users[0], [0, 2, 1, 3]):
         return None
-    rot = {"cos": rq[1], "sin": rq[2]} if len(rq) > 1 else {}
-    return {"q": rq[0], "k": rk[0], "v": v0, **rot, "out": users[0].outputs[0]}
+    return {"q": q0, "k": k0, "v": v0, **rot, "out": users[0].outputs[0]}
 
 
 def run(model: ir.Model, max_seq: int) -> int:

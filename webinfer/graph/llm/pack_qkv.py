@@ -51,8 +51,9 @@ def _one_row(views: list, bounds: list[int]) -> ir.Value | None:
     [bounds[0], bounds[1]), [bounds[1], bounds[2]), [bounds[2], total) (phi3's qkv_proj), or the three outputs
     of one Split of it (GPT-2's c_attn). That tensor, or None."""
     total, source = bounds[-1], None
-    if onnx_op(views[0][0], "Split") is not None:
-        return _split_row(views, bounds)
+    split = onnx_op(views[0][0], "Split")
+    if split is not None:
+        return _split_row(split, views, bounds)
     for (p, _, _), lo, hi in zip(views, bounds, bounds[1:]):
         sl = onnx_op(p, "Slice")
         if sl is None or sole_consumer(p) is None or len(sl.inputs) < 4:
@@ -77,10 +78,9 @@ def _data_read_once(value: ir.Value) -> bool:
     return len(readers) == 1 and not value.is_graph_output()
 
 
-def _split_row(views: list, bounds: list[int]) -> ir.Value | None:
-    """q, k and v are the outputs of one Split(data [b, s, total], axis=-1), in that order, sized as ``bounds``.
-    Shape readers of them (optimum's reshape targets) keep the Split, which then runs no kernel."""
-    split = onnx_op(views[0][0], "Split")
+def _split_row(split: ir.Node, views: list, bounds: list[int]) -> ir.Value | None:
+    """q, k and v are the outputs of ``split`` (of data [b, s, total], axis=-1), in that order, sized as
+    ``bounds``. Shape readers of them (optimum's reshape targets) keep the Split, which then runs no kernel."""
     data, sizes = split.inputs[0], [hi - lo for lo, hi in zip(bounds, bounds[1:])]
     if [id(v[0]) for v in views] != [id(o) for o in split.outputs] or \
             not all(map(_data_read_once, split.outputs)):

@@ -27,6 +27,7 @@ from . import (
     matmul_gemm,
     pair_matmuls,
     reorder,
+    sink_transposes,
     unflatten_matmuls,
 )
 
@@ -39,6 +40,7 @@ CLEANUP = {
     "fold_shapes": fold_shapes.run,
     "identity": identity.run,
     "cse": cse.run,
+    "sink_transposes": sink_transposes.run,  # below row-local ops (a q/k norm), towards what reads the layout
     "cancel": cancel.run,
     "conv_bn": conv_bn.run,
     "unflatten_matmuls": unflatten_matmuls.run,  # view -> Gemm -> view: one MatMul over the leading dims

@@ -95,11 +95,18 @@ def test_softcap_logits_per_class(target, tmp_path):
     _logits_match_onnxruntime(DATA / f"{name}.onnx", art)
 
 
-# GPT-2 has no rotary: the attention reads [b, s, heads, d] without cos/sin, and its c_attn Split (optimum's read
-# by Shape nodes too) is the packed q|k|v row; phi3's dynamo export writes a no-op Reshape after the attention,
-# which hid the output's transpose, and so the rotary and q/k/v Slices, from the rewrite.
+# name -> whether q, k and v arrive as one packed projection. GPT-2 has no rotary: the attention reads
+# [b, s, heads, d] without cos/sin, and its c_attn Split (optimum's read by Shape nodes too) is the packed q|k|v
+# row; phi3's dynamo export writes a no-op Reshape after the attention, which hid the output's transpose, and so
+# the rotary and q/k/v Slices, from the rewrite. The opset-23 exports rotate with ONNX's RotaryEmbedding (its
+# half-width caches widened once for all layers); Gemma 3 transposes q and k before their RMS norm (the
+# Transpose sinks below the norm to the rotary). Their q/k norms keep q, k and v three projections.
+ABSORBED = {"gpt2-dynamo": True, "gpt2-optimum": True, "phi3-dynamo": True, "qwen3-opset23": False,
+            "gemma3-opset23": False, "gemma3-dynamo": False, "gemma3-optimum": False}
+
+
 @pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
-@pytest.mark.parametrize("name", ["gpt2-dynamo", "gpt2-optimum", "phi3-dynamo"])
+@pytest.mark.parametrize("name", sorted(ABSORBED))
 def test_head_transposes_are_absorbed_per_class(name, target, tmp_path):
     import numpy as np
     import onnx
@@ -117,7 +124,11 @@ def test_head_transposes_are_absorbed_per_class(name, target, tmp_path):
     layers = [n for n in onnx.load(str(opt)).graph.node if n.op_type == "CachedAttention"]
     attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in layers]
     assert layers and all(a["bshd"] == 1 for a in attrs)
-    assert all(a.get("packed_qkv") == 1 for a in attrs)  # q, k and v: one projection's rows
-    kernels = {p["op"] for p in manifest["programs"][0]["placement"] if p["dispatches"]}
-    assert not kernels & {"Transpose", "Neg"} and (name.startswith("phi3") or "Split" not in kernels), kernels
+    assert all(a.get("packed_qkv", 0) == ABSORBED[name] for a in attrs)  # q, k and v: one projection's rows
+    assert all(len(n.input) == (8 if name.startswith(("phi3", "qwen3", "gemma3")) else 6) for n in layers)
+    kernels = [p["op"] for p in manifest["programs"][0]["placement"] if p["dispatches"]]
+    assert not set(kernels) & {"Neg", "RotaryEmbedding"}, kernels
+    # gemma3-optimum's one Transpose builds the rotary table, before the layers
+    assert kernels.count("Transpose") <= (name == "gemma3-optimum"), kernels
+    assert name.startswith("phi3") or "Split" not in kernels, kernels
     _logits_match_onnxruntime(src, art)

@@ -128,15 +128,60 @@ def _rotary(value: ir.Value, d: int) -> tuple[ir.Value, ir.Value, ir.Value] | No
     return None
 
 
+def _rotary_op(value: ir.Value, d: int) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value | None] | None:
+    """ONNX's RotaryEmbedding (opset 23, or webinfer's domain) over the whole head, not interleaved, on
+    Transpose(x0) [b, h, s, d]: (x0, cos, sin, position ids or None), the caches [.., d/2] wide."""
+    node = value.producer()
+    if node is None or node.op_type != "RotaryEmbedding" or node.domain not in ("", "ai.onnx", DOMAIN):
+        return None
+    if int_attr(node, "interleaved", 0) or int_attr(node, "rotary_embedding_dim", 0) not in (0, d) or d % 2:
+        return None
+    x0 = _peel_heads_transpose(node.inputs[0])
+    cos, sin = node.inputs[1], node.inputs[2]
+    pos = node.inputs[3] if len(node.inputs) > 3 else None
+    halves = [c.shape[-1] if c.shape is not None else None for c in (cos, sin)]
+    if x0 is None or any(h != d // 2 for h in halves) or (pos is None and cos.shape is not None and len(cos.shape) != 3):
+        return None
+    return x0, cos, sin, pos
+
+
+def _full_rows(graph: ir.Graph, cos: ir.Value, sin: ir.Value, pos: ir.Value | None, before: ir.Node):
+    """RotaryEmbedding's half-width caches as the attention's rotate_half rows [b, s, d]: the cache rows at
+    the position ids (when given), each half repeated, since cat(c, c) is what rotate_half multiplies by."""
+    rows = []
+    for name, cache in (("cos", cos), ("sin", sin)):
+        if pos is not None:
+            gather = ir.Node("", "Gather", [cache, pos], attributes=[ir.AttrInt64("axis", 0)],
+                             name=f"rotary_{name}_rows", num_outputs=1)
+            graph.insert_before(before, gather)
+            half = gather.outputs[0]
+            half.dtype = cache.dtype
+            if pos.shape is not None and cache.shape is not None:
+                half.shape = ir.Shape([*pos.shape.dims, cache.shape[-1]])
+            cache = half
+        cat = ir.Node("", "Concat", [cache, cache], attributes=[ir.AttrInt64("axis", -1)],
+                      name=f"rotary_{name}_full", num_outputs=1)
+        graph.insert_before(before, cat)
+        full = cat.outputs[0]
+        full.dtype = cache.dtype
+        if cache.shape is not None and isinstance(cache.shape[-1], int):
+            full.shape = ir.Shape([*cache.shape.dims[:-1], 2 * cache.shape[-1]])
+        rows.append(full)
+    return rows
+
+
 def _absorb(m: dict, d: int) -> dict | None:
     """The head transposes of q, k, v and of the output, and rotary on q and k between them, when the exporter
     wrote them around the attention: the kernels then read [b, s, h, d] directly, rotate on the fly (``cos``
     and ``sin`` present) and write [b, s, h, d], so none of those ops runs as a kernel."""
     rq, rk = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d)
+    if rq is None and rk is None:
+        rq, rk = _rotary_op(m["q"], d), _rotary_op(m["k"].inputs[1], d)
     if rq is None and rk is None:  # no rotary (GPT-2, OPT, ...): the transposes alone
         rot, q0, k0 = {}, _peel_heads_transpose(m["q"]), _peel_heads_transpose(m["k"].inputs[1])
     elif rq is not None and rk is not None and rq[1:] == rk[1:]:
-        rot, q0, k0 = {"cos": rq[1], "sin": rq[2]}, rq[0], rk[0]
+        rot, q0, k0 = {"cos": rq[1], "sin": rq[2], "half": len(rq) == 4, "pos": rq[3] if len(rq) == 4 else None}, \
+            rq[0], rk[0]
     else:
         return None
     v0 = _peel_heads_transpose(m["v"].inputs[1])
@@ -161,7 +206,7 @@ def run(model: ir.Model, max_seq: int) -> int:
         raise KVCacheError(f"KV cache outputs {missing[:4]} feed no attention this build recognises "
                            f"(Softmax(q·kᵀ [* scale] [soft-cap] + mask)·v or ONNX Attention over the Concat of "
                            f"past and new): {why}")
-    states = []
+    states, widened = [], {}  # (cos, sin, pos) of a RotaryEmbedding -> its full rows, built once for all layers
     for layer, m in enumerate(matches):
         past_k, k_new = m["k"].inputs
         past_v, v_new = m["v"].inputs
@@ -175,7 +220,12 @@ def run(model: ir.Model, max_seq: int) -> int:
         inputs = [m["q"], k_new, v_new, mask, past_k, past_v]
         if fused:
             inputs = [fused["q"], fused["k"], fused["v"], mask, past_k, past_v]
-            if "cos" in fused:
+            if fused.get("half"):
+                key = (id(fused["cos"]), id(fused["sin"]), id(fused["pos"]))
+                if key not in widened:
+                    widened[key] = _full_rows(graph, fused["cos"], fused["sin"], fused["pos"], m["anchor"])
+                inputs += widened[key]
+            elif "cos" in fused:
                 inputs += [fused["cos"], fused["sin"]]
         node = ir.Node(DOMAIN, "CachedAttention", inputs,
                        attributes=[ir.AttrFloat32("scale", m["scale"]), ir.AttrFloat32("softcap", m["softcap"]),

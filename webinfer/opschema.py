@@ -102,8 +102,8 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Clip", host_inputs=(1, 2), elementwise=True),
     OpSchema("TopK", host_inputs=(1,), optional_outputs=True),
     # -- training-time outputs nobody reads at inference --------------------------------------------
-    *(OpSchema(op, optional_outputs=True) for op in ("BatchNormalization", "LayerNormalization", "Dropout",
-                                                      "MaxPool", "Unique", "DynamicQuantizeLinear")),
+    *(OpSchema(op, optional_outputs=True) for op in ("BatchNormalization", "Dropout", "MaxPool", "Unique",
+                                                      "DynamicQuantizeLinear")),
     *(OpSchema(op, random=True) for op in _RANDOM),
     *(OpSchema(op, elementwise=True) for op in _ELEMENTWISE),
     # -- matmul-like ops that run an elementwise program in their store (graph/passes/fuse_epilogue.py)
@@ -111,6 +111,12 @@ _DECLARED: list[OpSchema] = [
     OpSchema("Gemm", epilogue="FusedGemm", base_inputs=3),
     OpSchema("Conv", epilogue="FusedConv", base_inputs=3),
     OpSchema("Resize", host_inputs=(1, 2, 3), epilogue="FusedResize", base_inputs=4),
+    # norms run the program per element of their row kernel (a post-norm's residual Add); fuse_norms writes
+    # them in webinfer's domain, which takes the same epilogues
+    OpSchema("LayerNormalization", optional_outputs=True, epilogue="FusedLayerNormalization", base_inputs=3),
+    OpSchema("RMSNormalization", epilogue="FusedRMSNormalization", base_inputs=2),
+    OpSchema("LayerNormalization", WEBINFER_DOMAIN, epilogue="FusedLayerNormalization", base_inputs=3),
+    OpSchema("RMSNormalization", WEBINFER_DOMAIN, epilogue="FusedRMSNormalization", base_inputs=2),
     # -- webinfer's own ops: never folded (no reference implementation) ----------------------------
     # x, words, block params, bias (graph/quantize.py), an absorbed RMSNorm's scale (graph/passes/absorb_norms.py)
     OpSchema("MatMulQ", WEBINFER_DOMAIN, epilogue="FusedMatMulQ", base_inputs=5),

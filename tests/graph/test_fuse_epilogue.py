@@ -79,3 +79,43 @@ def test_resize_that_resizes_nothing_runs_its_epilogue_alone():
     p = model(nodes, feeds, ["out"], {"scales": np.ones(3, np.float32)})
     assert after_pass(p, *FUSIONS) == ["FusedResize"]
     assert run_checked(p, feeds) == {"FusedResize": 1}
+
+
+@pytest.mark.parametrize("target", ["software", "gpu", "gpu-subgroups"])
+def test_post_norm_residual_add_runs_in_the_layer_norm_kernel(target):
+    nodes = [h.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+             h.make_node("Add", ["res", "n"], ["a"]), h.make_node("Mul", ["a", "col"], ["out"])]
+    feeds = {"x": randn(2, 5, 16), "res": randn(2, 5, 16)}
+    p = model(nodes, feeds, ["out"], {"g": randn(16), "b": randn(16), "col": randn(16)})
+    assert after_pass(p, *FUSIONS) == ["FusedLayerNormalization"]
+    assert run_checked(p, feeds, target=target) == {"FusedLayerNormalization": 1}
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_primitive_rms_norm_then_residual_is_one_kernel(target):
+    """Gemma's post-norm: an RMS norm spelled in primitives (fuse_norms), scaled, then the residual and a scalar."""
+    nodes = [h.make_node("Mul", ["x", "x"], ["sq"]), h.make_node("ReduceMean", ["sq", "axes"], ["ms"]),
+             h.make_node("Add", ["ms", "eps"], ["mse"]), h.make_node("Sqrt", ["mse"], ["rms"]),
+             h.make_node("Div", ["x", "rms"], ["xn"]), h.make_node("Mul", ["xn", "w"], ["n"]),
+             h.make_node("Add", ["n", "res"], ["a"]), h.make_node("Mul", ["a", "half"], ["out"])]
+    feeds = {"x": randn(1, 7, 32), "res": randn(1, 7, 32)}
+    inits = {"axes": np.array([-1], np.int64), "eps": np.float32(1e-6), "w": randn(32), "half": np.float32(0.5)}
+    p = model(nodes, feeds, ["out"], inits)
+    assert run_checked(p, feeds, target=target) == {"FusedRMSNormalization": 1}
+
+
+def test_layer_norm_whose_statistics_are_read_keeps_its_add():
+    nodes = [h.make_node("LayerNormalization", ["x", "g"], ["n", "mean"], axis=-1),
+             h.make_node("Add", ["n", "res"], ["out"])]
+    feeds = {"x": randn(3, 8), "res": randn(3, 8)}
+    p = model(nodes, feeds, ["out", "mean"], {"g": randn(8)})
+    assert after_pass(p, *FUSIONS) == ["LayerNormalization", "Add"]
+    run_checked(p, feeds)
+
+
+def test_norm_epilogue_it_cannot_index_falls_back_to_two_kernels():
+    nodes = [h.make_node("LayerNormalization", ["x", "g"], ["n"], axis=-1), h.make_node("Mul", ["n", "gate"], ["out"])]
+    feeds = {"x": randn(2, 5, 8), "gate": randn(2, 1, 8)}  # per (batch, element of the row): not x's nor a row's
+    p = model(nodes, feeds, ["out"], {"g": randn(8)})
+    assert after_pass(p, *FUSIONS) == ["FusedLayerNormalization"]
+    assert run_checked(p, feeds) == {"FusedLayerNormalization": 2}

@@ -14,7 +14,9 @@ The result is the last step's. ``FusedElementwise``'s program inputs are the nod
 program input 0 is the base op's result and input ``i >= 1`` is the node's input ``base + i - 1``. The
 program runs inside the matmul/conv kernel when every extra input is a scalar, a per-channel/per-column
 vector or a tensor of the output's shape (one load each); otherwise it falls back to the base kernel plus
-one fused elementwise kernel. Scalar constants become WGSL literals instead of bindings.
+one fused elementwise kernel. ``FusedLayerNormalization`` / ``FusedRMSNormalization`` (3 and 2 base inputs) run
+the program per element of the norm's row kernel, reading each extra per element of x, per element of the row
+or as one value. Scalar constants become WGSL literals instead of bindings.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ._floats import helper_sources
 from .elementwise_ops import narrow
 from .helpers import broadcast_shapes, compute_type
 
-BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 5
+BASE_INPUTS = fused_base_inputs()  # FusedMatMul: 2, FusedGemm: 3, FusedConv: 3, FusedMatMulQ: 5, norms: 3 / 2
 
 # Activations and norms recognised from their primitive spellings (fuse_activations.py, fuse_norms.py)
 # are written as webinfer-domain ops with ONNX's semantics, so that any opset can carry them.
@@ -226,6 +228,64 @@ def lower_fused_epilogue(ctx) -> None:
         return
     base(ctx)  # then the program as its own kernel over the base result
     run_program(ctx, [ctx.outputs[0]] + list(extras))
+
+
+def _norm_index(t, x_shape: tuple, axis: int) -> str | None:
+    """How a norm's epilogue reads an extra input at element ``o`` (``r``: its index along the normalized
+    axes), or None: one value, one per element of x, or one per element of a row."""
+    rank = len(x_shape)
+    if len(t.shape) > rank:
+        return None
+    shape = (1,) * (rank - len(t.shape)) + tuple(t.shape)
+    if D.is_static(shape) and D.product(shape) == 1:
+        return "0u"
+    if shape == x_shape:
+        return "o"
+    if all(d == 1 for d in shape[:axis]) and shape[axis:] == x_shape[axis:]:
+        return "r"
+    return None
+
+
+def _norm_epilogue(ctx, extras: list):
+    """``epilogue(norm expression)`` for norm.lower_*_norm: (WGSL lines, result, reads, helpers), or None when an
+    extra input cannot be read per element (then the program runs as a kernel of its own)."""
+    x = ctx.inputs[0]
+    axis = int(ctx.attr("axis", -1)) % x.rank
+    sources, reads, loads = [("nv", x.dtype)], {}, []
+    for t in extras:
+        lit = _literal(t)
+        if lit is not None:
+            sources.append((lit, t.dtype))
+            continue
+        index = _norm_index(t, tuple(x.shape), axis)
+        if index is None:
+            return None
+        name = f"e{len(reads)}"
+        reads[name] = t
+        loads.append(f"let u{len(loads)} = ld_{name}({index});")
+        sources.append((f"u{len(loads) - 1}", t.dtype))
+    lets, result, dt = compose(ctx, sources)
+    if dt != x.dtype or x.dtype != "float32":
+        return None
+
+    def epilogue(expr: str):
+        lines = [f"let nv = {expr};", *loads, *lets]
+        return lines, result, reads, _helpers("\n".join(lines))
+
+    return epilogue
+
+
+@lowering("FusedLayerNormalization", "FusedRMSNormalization", domain=WEBINFER_DOMAIN)
+def lower_fused_norm(ctx) -> None:
+    """A norm and the program after it (a post-norm's residual Add) in the norm's row kernel."""
+    base = norm.lower_layer_norm if ctx.op == "FusedLayerNormalization" else norm.lower_rms_norm
+    extras = list(ctx.inputs[BASE_INPUTS[ctx.op]:])
+    epilogue = _norm_epilogue(ctx, extras)
+    if epilogue is not None:
+        base(ctx, epilogue=epilogue)
+        return
+    base(ctx)  # then the program as its own kernel over the norm's result
+    run_program(ctx, [ctx.outputs[0]] + extras)
 
 
 @lowering("PairedMatMulQ", domain=WEBINFER_DOMAIN)

@@ -62,8 +62,18 @@ def _per_row_input(ctx, i: int, var: str, n, index: str, reads: dict) -> str:
     return f"ld_{var}({index})"
 
 
+def _with_epilogue(epilogue, expr: str, reads: dict) -> tuple[str, dict]:
+    """The norm's per-element expression ``expr`` followed by a fused program (codegen/kernels/fused.py):
+    ``epilogue(expr)`` gives (WGSL lines, result, extra reads, helpers); row_kernel's keywords."""
+    if epilogue is None:
+        return expr, {}
+    lines, result, extra, helpers = epilogue(expr)
+    reads.update(extra)
+    return result, {"elem_lets": lines, "helpers": helpers}
+
+
 @lowering("LayerNormalization")
-def lower_layer_norm(ctx) -> None:
+def lower_layer_norm(ctx, epilogue=None) -> None:
     x = _float_input(ctx)
     axis = normalize_axis(ctx.attr("axis", -1), x.rank)
     eps = literal(ctx.attr("epsilon", 1e-5))
@@ -79,18 +89,20 @@ def lower_layer_norm(ctx) -> None:
         row_outs.append(("mean", ctx.output(1, "float32", stat_shape), "s0"))
     if _wanted(ctx, 2):
         row_outs.append(("inv", ctx.output(2, "float32", stat_shape), f"inverseSqrt(s1 + {eps})"))
-    row_kernel(ctx, x, _trailing_axes(ctx, axis), [MEAN, VARIANCE], row_outs, (out, expr), reads)
+    expr, more = _with_epilogue(epilogue, expr, reads)
+    row_kernel(ctx, x, _trailing_axes(ctx, axis), [MEAN, VARIANCE], row_outs, (out, expr), reads, **more)
 
 
 @lowering("RMSNormalization")
-def lower_rms_norm(ctx) -> None:
+def lower_rms_norm(ctx, epilogue=None) -> None:
     x = _float_input(ctx)
     axis = normalize_axis(ctx.attr("axis", -1), x.rank)
     eps = literal(ctx.attr("epsilon", 1e-5))
     reads: dict = {}
     scale = _per_row_input(ctx, 1, "scale", D.product(x.shape[axis:]), "r", reads)
     out = ctx.output(0, x.dtype, x.shape)
-    row_kernel(ctx, x, _trailing_axes(ctx, axis), [MEAN_SQUARE], (), (out, _rms(eps, scale)), reads)
+    expr, more = _with_epilogue(epilogue, _rms(eps, scale), reads)
+    row_kernel(ctx, x, _trailing_axes(ctx, axis), [MEAN_SQUARE], (), (out, expr), reads, **more)
 
 
 def _rms(eps: str, scale: str) -> str:

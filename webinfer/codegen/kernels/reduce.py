@@ -99,9 +99,10 @@ def choose_mode(rows, n, kclass) -> str:
 
 
 def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, reads=None, named=None,
-               helpers=(), scan=None, mode: str | None = None, shape=None, when=None) -> None:
+               helpers=(), scan=None, mode: str | None = None, shape=None, when=None, elem_lets=()) -> None:
     """Emit the row-wise kernel over ``x`` (read as ``shape`` if given) reducing ``axes``. ``row_outs``:
-    [(var, tensor, expr)]; ``elem_out``: (tensor, expr); ``reads``: extra inputs; ``named``: n_<name>;
+    [(var, tensor, expr)]; ``elem_out``: (tensor, expr), after the WGSL lines ``elem_lets`` per element (an
+    epilogue's loads and steps; ``o`` is the element's offset); ``reads``: extra inputs; ``named``: n_<name>;
     ``when``: the step's run condition (ctx.dispatch)."""
     kept, red = split_axes(x.shape if shape is None else shape, set(axes))
     rows = D.product([k for k, _ in kept])
@@ -120,10 +121,11 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
     all_reads = {"x": ctx.gpu(x), **{k: ctx.gpu(t) for k, t in (reads or {}).items()}}
     names = ["R", *(named or {})]
     text = " ".join([st.combine + st.map + st.final for st in stats] + [e for _, _, e in row_outs]
-                    + [elem_out[1] if elem_out else ""])
+                    + [elem_out[1] if elem_out else "", *elem_lets])
     helpers = list(helpers) + [h for h in helper_sources(text) if h not in helpers]
     tctx = dict(stats=stats, kept=kept, reduced=red, mode=mode, named=names, helpers=helpers,
                 row_outs=[(v, e) for v, _, e in row_outs], elem_out=elem_out[1] if elem_out else None,
+                elem_lets=list(elem_lets),
                 scan=scan, subgroups=ctx.kclass.use_subgroups)
     if mode == "wg":
         grid = (D.dmin(rows, 65535), D.ceildiv(rows, 65535), 1)

@@ -10,9 +10,10 @@ buffer of ``max_seq`` positions (recorded in the graph's metadata, read by the l
 attention becomes ``CachedAttention(q, k_new, v_new, mask, past_k, past_v)``, which writes the new keys
 and values at positions [past, past + n) and attends over [0, past + n). ``present.*`` outputs go away.
 The head transposes the exporter wrote around the attention are absorbed too, with the rotary embeddings
-(HF's rotate_half) between them when there are any (``bshd=1``: inputs q, k, v in [b, s, heads, d], plus
-cos/sin [b, s, d] for the rotary; the output in [b, s, heads, d]): a decode layer's attention is then one or
-two kernels instead of about a dozen.
+(HF's rotate_half, or ONNX's RotaryEmbedding, whose half-width caches are widened to rows once for all
+layers) between them when there are any (``bshd=1``: inputs q, k, v in [b, s, heads, d], plus cos/sin
+[b, s, d] for the rotary; the output in [b, s, heads, d]): a decode layer's attention is then one or two
+kernels instead of about a dozen.
 """
 
 from __future__ import annotations
@@ -174,14 +175,13 @@ def _absorb(m: dict, d: int) -> dict | None:
     """The head transposes of q, k, v and of the output, and rotary on q and k between them, when the exporter
     wrote them around the attention: the kernels then read [b, s, h, d] directly, rotate on the fly (``cos``
     and ``sin`` present) and write [b, s, h, d], so none of those ops runs as a kernel."""
-    rq, rk = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d)
-    if rq is None and rk is None:
-        rq, rk = _rotary_op(m["q"], d), _rotary_op(m["k"].inputs[1], d)
+    rq, rk, half = _rotary(m["q"], d), _rotary(m["k"].inputs[1], d), False
+    if rq is None and rk is None:  # ONNX's RotaryEmbedding: (x0, cos, sin, position ids) with half-width caches
+        rq, rk, half = _rotary_op(m["q"], d), _rotary_op(m["k"].inputs[1], d), True
     if rq is None and rk is None:  # no rotary (GPT-2, OPT, ...): the transposes alone
         rot, q0, k0 = {}, _peel_heads_transpose(m["q"]), _peel_heads_transpose(m["k"].inputs[1])
     elif rq is not None and rk is not None and rq[1:] == rk[1:]:
-        rot, q0, k0 = {"cos": rq[1], "sin": rq[2], "half": len(rq) == 4, "pos": rq[3] if len(rq) == 4 else None}, \
-            rq[0], rk[0]
+        rot, q0, k0 = {"cos": rq[1], "sin": rq[2], "half": half, "pos": rq[3] if half else None}, rq[0], rk[0]
     else:
         return None
     v0 = _peel_heads_transpose(m["v"].inputs[1])

@@ -1,10 +1,12 @@
-"""MatMul / Gemm / Conv / Resize followed by elementwise work -> one kernel that applies it before storing.
+"""MatMul / Gemm / Conv / Resize / Layer- and RMSNormalization followed by elementwise work -> one kernel that
+applies it before storing.
 
 The base op's output must have a single consumer: an elementwise node of our table (bias Add, Relu,
 HardSwish, Clip, ...) or a ``FusedElementwise`` (fuse_elementwise runs first, so a bias + GELU or a bias
 + residual Add arrive as one program). The result is ``webinfer.FusedMatMul`` / ``FusedGemm`` /
-``FusedConv``: the base op's inputs and attributes, then the program's other inputs, and the program with
-input 0 standing for the base op's result. The consumer's output must keep the base op's shape (a
+``FusedConv`` / ``FusedRMSNormalization`` ...: the base op's inputs and attributes, then the program's other
+inputs, and the program with input 0 standing for the base op's result (a base whose other outputs are read,
+a LayerNormalization's statistics, stays as it is). The consumer's output must keep the base op's shape (a
 per-channel gate multiplying a bigger tensor is not an epilogue). The lowering (codegen/kernels/fused.py)
 runs the program inside the matmul/conv kernel when each extra input is a scalar, a per-channel or
 per-column vector or an output-shaped tensor, and as a second kernel otherwise.
@@ -18,7 +20,7 @@ from ...opschema import WEBINFER_DOMAIN, epilogue_bases
 from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
 from ._util import install
 
-BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv, Resize
+BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv, Resize, the norms
 # webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) and the image prologue's
 # ImageResize (graph/prepost.py) take epilogues too
 WEBINFER_BASES = epilogue_bases(WEBINFER_DOMAIN)
@@ -56,6 +58,8 @@ def _program_of(node: ir.Node) -> tuple[Program, list[ir.Value]] | None:
 def fuse(graph: ir.Graph, base: ir.Node) -> bool:
     name, n_base = (WEBINFER_BASES if base.domain == WEBINFER_DOMAIN else BASES)[base.op_type]
     out = base.outputs[0]
+    if any(o.uses() or o.is_graph_output() for o in base.outputs[1:]):  # (a LayerNormalization's statistics)
+        return False
     consumer = _consumer(out) if out.dtype in FLOAT_TYPES else None
     found = _program_of(consumer) if consumer is not None and consumer.graph is graph else None
     if found is None or not _same_shape(out, consumer.outputs[0]):

@@ -140,8 +140,9 @@ def _rotary_op(value: ir.Value, d: int) -> tuple[ir.Value, ir.Value, ir.Value, i
     x0 = _peel_heads_transpose(node.inputs[0])
     cos, sin = node.inputs[1], node.inputs[2]
     pos = node.inputs[3] if len(node.inputs) > 3 else None
-    halves = [c.shape[-1] if c.shape is not None else None for c in (cos, sin)]
-    if x0 is None or any(h != d // 2 for h in halves) or (pos is None and cos.shape is not None and len(cos.shape) != 3):
+    if x0 is None or any(c.shape is None or c.shape[-1] != d // 2 for c in (cos, sin)):
+        return None
+    if len(cos.shape) != (3 if pos is None else 2):  # [b, s, d/2] rows, or a [positions, d/2] table to gather
         return None
     return x0, cos, sin, pos
 

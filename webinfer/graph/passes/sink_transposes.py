@@ -68,7 +68,7 @@ def _row_op(node: ir.Node, inside: set, rank: int) -> str | None:
     return None
 
 
-def _region(y: ir.Value, rank: int) -> tuple[list[ir.Node], dict[int, str]] | None:
+def _region(y: ir.Value, rank: int) -> tuple[list[ir.Node], dict[int, str]]:
     """The row-local nodes reachable from ``y`` (in graph order of discovery) and their kinds."""
     inside, nodes, kinds = {y}, [], {}
     grew = True
@@ -116,10 +116,7 @@ def _sink(graph: ir.Graph, t: ir.Node, perm: list[int]) -> bool:
     x, y = t.inputs[0], t.outputs[0]
     if x is None or y.is_graph_output() or not y.uses():
         return False
-    found = _region(y, len(perm))
-    if found is None:
-        return False
-    nodes, kinds = found
+    nodes, kinds = _region(y, len(perm))
     members = {id(n) for n in nodes}
     if any(id(u.node) not in members for u in y.uses()):
         return False

@@ -184,20 +184,17 @@ def _index(ctx, t, out_shape: tuple) -> str | None:
     return None
 
 
-def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str, extras: list | None = None,
-                 bases: tuple = ("base",)) -> tuple[str, dict] | None:
-    """The WGSL ``epi(base, row, col, idx)`` computing the program after the base op, with its extra reads.
-    ``extras``: the program's inputs after the base results (by default the node's inputs past its base op's);
-    ``bases``: the names of the results the kernel passes (a paired matmul passes two)."""
-    extras = ctx.inputs[BASE_INPUTS[ctx.op]:] if extras is None else extras
-    ct = compute_type(out_dtype)
-    sources, reads, loads = [(b, out_dtype) for b in bases], {}, []
+def _program_lines(ctx, bases: tuple, dtype: str, extras: list, index_of):
+    """WGSL lines computing the node's program after its base results ``bases`` (of ``dtype``): one load per
+    extra input at ``index_of(t)`` (constant single values inline), then the program's steps. Returns (lines,
+    result, reads), or None when an extra cannot be indexed or the result's type is not ``dtype``."""
+    sources, reads, loads = [(b, dtype) for b in bases], {}, []
     for t in extras:
         lit = _literal(t)
         if lit is not None:
             sources.append((lit, t.dtype))
             continue
-        index = _index(ctx, t, out_shape)
+        index = index_of(t)
         if index is None:
             return None
         name = f"e{len(reads)}"
@@ -205,9 +202,21 @@ def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str, extras: list | None = No
         loads.append(f"let u{len(loads)} = ld_{name}({index});")
         sources.append((f"u{len(loads) - 1}", t.dtype))
     lets, result, dt = compose(ctx, sources)
-    if dt != out_dtype:
+    return (loads + lets, result, reads) if dt == dtype else None
+
+
+def _epilogue_fn(ctx, out_shape: tuple, out_dtype: str, extras: list | None = None,
+                 bases: tuple = ("base",)) -> tuple[str, dict] | None:
+    """The WGSL ``epi(base, row, col, idx)`` computing the program after the base op, with its extra reads.
+    ``extras``: the program's inputs after the base results (by default the node's inputs past its base op's);
+    ``bases``: the names of the results the kernel passes (a paired matmul passes two)."""
+    extras = ctx.inputs[BASE_INPUTS[ctx.op]:] if extras is None else extras
+    ct = compute_type(out_dtype)
+    found = _program_lines(ctx, bases, out_dtype, extras, lambda t: _index(ctx, t, out_shape))
+    if found is None:
         return None
-    body = "\n  ".join(loads + lets)
+    lines, result, reads = found
+    body = "\n  ".join(lines)
     helpers = "\n".join(_helpers(body))
     args = "".join(f"{b}: {ct}, " for b in bases)
     fn = f"{helpers}\nfn epi({args}row: u32, col: u32, idx: u32) -> {ct} {{\n  {body}\n  return {result};\n}}"
@@ -251,25 +260,15 @@ def _norm_epilogue(ctx, extras: list):
     extra input cannot be read per element (then the program runs as a kernel of its own)."""
     x = ctx.inputs[0]
     axis = int(ctx.attr("axis", -1)) % x.rank
-    sources, reads, loads = [("nv", x.dtype)], {}, []
-    for t in extras:
-        lit = _literal(t)
-        if lit is not None:
-            sources.append((lit, t.dtype))
-            continue
-        index = _norm_index(t, tuple(x.shape), axis)
-        if index is None:
-            return None
-        name = f"e{len(reads)}"
-        reads[name] = t
-        loads.append(f"let u{len(loads)} = ld_{name}({index});")
-        sources.append((f"u{len(loads) - 1}", t.dtype))
-    lets, result, dt = compose(ctx, sources)
-    if dt != x.dtype or x.dtype != "float32":
+    found = None
+    if x.dtype == "float32":
+        found = _program_lines(ctx, ("nv",), x.dtype, extras, lambda t: _norm_index(t, tuple(x.shape), axis))
+    if found is None:
         return None
+    program, result, reads = found
 
     def epilogue(expr: str):
-        lines = [f"let nv = {expr};", *loads, *lets]
+        lines = [f"let nv = {expr};", *program]
         return lines, result, reads, _helpers("\n".join(lines))
 
     return epilogue

@@ -6,6 +6,7 @@ import os
 import tempfile
 
 from ..errors import WebinferError
+from . import cffi_types
 from .device import Device
 from .select import AdapterFacts, adapter_type
 from .textures import texture_bytes
@@ -21,6 +22,9 @@ def request_device():
     if _DEVICE is None:
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))
         import wgpu
+        from wgpu.backends.wgpu_native import ffi
+
+        cffi_types.install(ffi)  # 0.6 s less at start-up (cffi_types.py)
 
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         if adapter is None:

@@ -1,0 +1,38 @@
+"""runtime/cffi_types.py: the fast path names exactly the C types cffi's own parser would."""
+
+import cffi
+import pytest
+
+wgpu_native = pytest.importorskip("wgpu.backends.wgpu_native")
+
+from webinfer.runtime import cffi_types  # noqa: E402
+
+
+def _type_strings(ffi) -> list[str]:
+    """Every 20th typedef of webgpu.h (cffi's parser takes 13 ms a type) and a few primitives, in each form."""
+    names = sorted(k.split(" ", 1)[1] for k in ffi._parser._declarations if k.startswith("typedef "))
+    out = []
+    for i, n in enumerate(names[::20] + ["char", "uint8_t", "uint32_t", "int32_t", "float", "size_t"]):
+        out += [f"{n} *", f"{n}[]"] if i % 2 else [f"{n}*", f"{n} []"]
+    return out
+
+
+def test_fast_path_equals_cffi_parser():
+    ffi = wgpu_native.ffi
+    assert cffi_types.install(ffi)
+    fast = ffi._parser.parse_type_and_quals
+    strings = _type_strings(ffi)
+    assert len(strings) > 40  # webgpu.h's typedefs were found
+    for s in strings:
+        assert fast(s) == fast.slow(s), s
+
+
+def test_other_forms_take_cffi_path():
+    ffi = wgpu_native.ffi
+    cffi_types.install(ffi)
+    fast = ffi._parser.parse_type_and_quals
+    for s in ["intptr_t", "WGPUBufferDescriptor * *", "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)",
+              "uint8_t[4]"]:
+        assert fast(s) == fast.slow(s), s
+    with pytest.raises(cffi.CDefError):  # an unknown name is refused as cffi refuses it
+        ffi.new("NoSuchType *")

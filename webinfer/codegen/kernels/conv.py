@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import dims as D
+from ...options import SYMBOLIC_DIM_GUESS
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
@@ -231,7 +232,8 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
         _depthwise_conv(ctx, x, reads, out, win, cs, (swk, swg), epilogue, epilogue_fn)
         return
     wvec = w.value is not None and w.dtype == "float32" and out_dtype == "float32" and cs.cout_g % 4 == 0
-    tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block
+    small = _small_conv(ctx, x, cs, win) and ctx.kclass.conv_block_small is not None
+    tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block_small if small else ctx.kclass.conv_block
     tc, tp = (_channel_block(cs.cout_g, tc_vec), tp_vec) if wvec else (_channel_block(cs.cout_g), tp_scalar)
     npix = D.product(win.out)
     params = {"C": x.shape[1], "Cout": cs.cout, "cin_g": cs.cin_g, "cout_g": cs.cout_g, "isp": D.product(in_sp),
@@ -241,6 +243,16 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
                  epilogue=epilogue, epilogue_fn=epilogue_fn, transpose=transpose, wvec=wvec,
                  vec4_vars=["w"] if wvec else [])
+
+
+def _small_conv(ctx, x, cs: ConvShape, win: Window) -> bool:
+    """Whether the convolution's multiply-adds per image are under the class's ``small_conv_macs`` (a symbolic
+    dim counts as SYMBOLIC_DIM_GUESS; the batch only repeats the work, whatever the block): such a conv takes the
+    variant that compiles quickly (options.py)."""
+    macs = 1
+    for d in [cs.cout, cs.cin_g, cs.ksize, *win.out]:
+        macs *= d if isinstance(d, int) else SYMBOLIC_DIM_GUESS
+    return macs < ctx.kclass.small_conv_macs
 
 
 def _depthwise_rows(ctx, x, out, win: Window, cs: ConvShape) -> bool:
@@ -261,8 +273,10 @@ def _depthwise_conv(ctx, x, reads: dict, out, win: Window, cs: ConvShape, stride
     in_sp = list(x.shape[2:])
     params = {"Cout": cs.cout, "P": D.product(win.out), "isp": D.product(in_sp), "nbx": nbx, "nby": nby,
               "swk": swk, "swg": swg, **window_params(win, in_sp)}
-    # the window's shape, where known, is part of the shader (its loops unroll); the rest stays uniforms
-    fixed = {k: params.pop(k) for k in ("k0", "k1", "s0", "s1", "d0") if isinstance(params[k], int)}
+    # the window's shape, where known, is part of the shader (its loops unroll) unless the conv is small (one
+    # shader for every kernel size); the rest stays uniforms
+    literal = ("s0", "s1", "d0") if _small_conv(ctx, x, cs, win) else ("k0", "k1", "s0", "s1", "d0")
+    fixed = {k: params.pop(k) for k in literal if isinstance(params[k], int)}
     groups = D.ceildiv(D.mul(D.mul(nby, nbx), cs.cout), WG)
     grid = grid_2d(groups)[:2] + (x.shape[0],)
     ctx.dispatch("dwconv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, t=t, rows=rows,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...opschema import WEBINFER_DOMAIN
 from ..registry import lowering
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -68,8 +69,16 @@ def _activations(ctx, dirs: int) -> list[list[str]]:
     return [bodies[d * per:(d + 1) * per] for d in range(dirs)]
 
 
+@lowering("LSTM", domain=WEBINFER_DOMAIN)
+def lower_quantized_lstm(ctx) -> None:
+    """ONNX's LSTM whose H(t-1) is rounded to uint8 per step (``quantize_hidden``, graph/contrib/recurrent.py)."""
+    if ctx.has_input(4):
+        raise ctx.unsupported("sequence_lens is not supported with quantize_hidden")
+    lower_recurrent(ctx, quantize_hidden=bool(int(ctx.attr("quantize_hidden", 0))))
+
+
 @lowering("RNN", "GRU", "LSTM")
-def lower_recurrent(ctx) -> None:
+def lower_recurrent(ctx, quantize_hidden: bool = False) -> None:
     x, w = ctx.inputs[0], ctx.inputs[1]
     direction = ctx.attr("direction", "forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
@@ -97,7 +106,7 @@ def lower_recurrent(ctx) -> None:
     init_reads = {"h0": _opt(ctx, 5, (dirs, b_len, hid)), "c0": _opt(ctx, 6, (dirs, b_len, hid))}
     n_state = dirs * b_len * hid
     tv = {"layout": layout, "op": ctx.op, "lbr": int(ctx.attr("linear_before_reset", 0)), "g": g,
-          "clip": None if clip is None else _f32(abs(float(clip))), "lens": lens}
+          "clip": None if clip is None else _f32(abs(float(clip))), "lens": lens, "qh": quantize_hidden}
     if lens:
         init_reads["lens"] = ctx.gpu(ctx.inputs[4])
     init_writes = {"s_out": state[0], "s_alt": state[1]} if lens else {"s_out": state[0]}

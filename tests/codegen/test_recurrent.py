@@ -106,3 +106,36 @@ def test_activations(op, acts):
 @pytest.mark.parametrize("outs", [["", "y_h"], ["y"], ["", "", "y_c"]])
 def test_lstm_output_subsets(outs):
     check("LSTM", "reverse", _case("LSTM", "reverse", init=True, seed=5), outs=outs)
+
+
+@pytest.mark.parametrize("op,direction,layout", [("LSTM", "bidirectional", 0), ("GRU", "reverse", 1),
+                                                 ("RNN", "forward", 0)])
+def test_symbolic_sequence_and_batch_one_build(op, direction, layout):
+    """Sequence length and batch symbolic: one artifact (a runtime loop over t) for every (T, B)."""
+    ref = _case(op, direction, init=True, lens=True, t=4, b=2, seed=6)
+    d, h, i = ref["w"].shape[0], ref["r"].shape[-1], ref["x"].shape[-1]
+    seq = ["T", "B"] if not layout else ["B", "T"]
+    outs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, list(ref), outs, hidden_size=h, direction=direction, layout=layout)
+    shapes = {"x": seq + [i], "lens": ["B"], "h0": ([d, "B", h] if not layout else ["B", d, h])}
+    shapes["c0"] = shapes["h0"]
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, 6 if n == "lens" else 1, shapes.get(n, v.shape))
+                                        for n, v in ref.items()], [helper.make_empty_tensor_value_info(o) for o in outs])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    rep = WebinferRep(model, target="software")
+    for t, b in ((4, 2), (7, 3), (1, 1)):
+        feeds = _case(op, direction, layout=layout, init=True, lens=True, t=t, b=b, seed=t)
+        feeds = {k: v for k, v in feeds.items() if k in ref}
+        if layout:
+            ref_feeds = {k: (np.ascontiguousarray(v.swapaxes(0, 1)) if k in TIME_MAJOR else v) for k, v in feeds.items()}
+            ref_model = make_model([helper.make_node(op, list(ref), outs, hidden_size=h, direction=direction)],
+                                   ref_feeds, outs, opset=14)
+            want = ort_run(ref_model, ref_feeds)
+            want = [w.transpose(2, 0, 1, 3) if w.ndim == 4 else w.swapaxes(0, 1) for w in want]
+        else:
+            want = ort_run(make_model([node], feeds, outs, opset=14), feeds)
+        got = rep.run(feeds)
+        for g_, w in zip(got, want, strict=True):
+            assert g_.shape == w.shape, (t, b)
+            np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-5, err_msg=f"T={t} B={b}")
+    assert len(rep._sessions) == 1, "built more than once"

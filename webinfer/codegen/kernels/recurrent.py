@@ -1,7 +1,10 @@
 """RNN, GRU, LSTM: one kernel per (timestep, direction).
 
 The state (h, and c for LSTM) lives in two ping-pong buffers of [directions, 2, batch, hidden]; a step
-reads one and writes the other plus its slice of Y. One invocation per (batch, hidden unit) computes
+reads one and writes the other plus its slice of Y. A fixed sequence length is unrolled (one command buffer);
+a symbolic one (batch too may be symbolic) is a runtime loop, as Scan's (kernels/control_flow.py): per
+iteration the step kernels of both directions at t = the loop's index dim (T-1 minus it, backwards), then a
+copy of the new state over the old. One invocation per (batch, hidden unit) computes
 its gates with dot products over the input and the previous h (GRU recomputes the reset gate of every
 unit it needs when linear_before_reset is 0). Both directions of a bidirectional net run in the same
 ping-pong step (each writes its own half of the state); the reverse one walks t from the end. With
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import dims as D
 from ...opschema import WEBINFER_DOMAIN
 from ..registry import lowering
+from .control_flow import LOOP_BOUND, copy
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
@@ -92,39 +97,63 @@ def lower_recurrent(ctx, quantize_hidden: bool = False) -> None:
     t_len, b_len, i_len = (x.shape[1], x.shape[0], x.shape[2]) if layout else x.shape
     hid = int(ctx.attr("hidden_size"))
     dirs = 2 if direction == "bidirectional" else 1
-    if not all(isinstance(d, int) for d in (t_len, b_len, i_len)):
-        raise ctx.unsupported("sequence, batch and input sizes must be fixed")
+    if not isinstance(i_len, int):
+        i_len = w.shape[2]
+    if not isinstance(i_len, int):
+        raise ctx.unsupported("the input size must be fixed")
     g = GATES[ctx.op]
     acts = _activations(ctx, dirs)
     clip = ctx.attr("clip")
     lens = ctx.has_input(4)  # kept after the state (as f32): one binding fewer per step
-    state = [ctx.temp("float32", (dirs * 2 * b_len * hid + (b_len if lens else 0),)) for _ in range(2)]
+    state = [ctx.temp("float32", (D.add(D.mul(dirs * 2 * hid, b_len), b_len if lens else 0),)) for _ in range(2)]
     y_shape = (b_len, t_len, dirs, hid) if layout else (t_len, dirs, b_len, hid)
     named = [i < len(ctx.node.outputs) and bool(ctx.node.outputs[i].name) for i in range(3)]
     y = ctx.output(0, x.dtype, y_shape) if named[0] else ctx.temp(x.dtype, y_shape)
     common = {"b": b_len, "h": hid, "i": i_len, "t": t_len, "dirs": dirs}
-    init_reads = {"h0": _opt(ctx, 5, (dirs, b_len, hid)), "c0": _opt(ctx, 6, (dirs, b_len, hid))}
-    n_state = dirs * b_len * hid
+    init_reads = {name: ctx.gpu(ctx.inputs[i]) for i, name in ((5, "h0"), (6, "c0")) if ctx.has_input(i)}
+    n_state = D.mul(dirs * hid, b_len)
     tv = {"layout": layout, "op": ctx.op, "lbr": int(ctx.attr("linear_before_reset", 0)), "g": g,
           "clip": None if clip is None else _f32(abs(float(clip))), "lens": lens, "qh": quantize_hidden}
     if lens:
         init_reads["lens"] = ctx.gpu(ctx.inputs[4])
     init_writes = {"s_out": state[0], "s_alt": state[1]} if lens else {"s_out": state[0]}
     ctx.dispatch("recurrent.wgsl.j2", init_reads, init_writes, work=n_state,
-                 params={"n": n_state, **common}, kind="init", **tv)
+                 params={"n": n_state, **common}, kind="init", h0="h0" in init_reads, c0="c0" in init_reads, **tv)
     weights = {"x": ctx.gpu(x), "w": ctx.gpu(w), "r": ctx.gpu(ctx.inputs[2]),
                "bias": _opt(ctx, 3, (dirs, 2 * g * hid))}
     if ctx.op == "LSTM":
         weights["peep"] = _opt(ctx, 7, (dirs, 3 * hid))
-    for step in range(t_len):
+
+    def steps(step, src, dst):
         for d in range(dirs):
-            t = t_len - 1 - step if (direction == "reverse" or d == 1) else step
-            src, dst = state[step % 2], state[(step + 1) % 2]
-            ctx.dispatch("recurrent.wgsl.j2", {**weights, "s_in": src}, {"s_out": dst, "y": y}, work=b_len * hid,
-                         params={"n": b_len * hid, "ts": t, "d": d, **common}, kind="step", acts=acts[d], **tv)
-    final = state[t_len % 2]
+            t = D.add(D.add(t_len, -1), D.mul(step, -1)) if (direction == "reverse" or d == 1) else step
+            ctx.dispatch("recurrent.wgsl.j2", {**weights, "s_in": src}, {"s_out": dst, "y": y},
+                         work=D.mul(b_len, hid), params={"n": D.mul(b_len, hid), "ts": t, "d": d, **common},
+                         kind="step", acts=acts[d], **tv)
+
+    if isinstance(t_len, int):
+        for step in range(t_len):
+            steps(step, state[step % 2], state[(step + 1) % 2])
+        final = state[t_len % 2]
+    else:
+        final = _time_loop(ctx, t_len, steps, state)
     for k in (1, 2):
         if named[k]:
             out = ctx.output(k, x.dtype, (b_len, dirs, hid) if layout else (dirs, b_len, hid))
             ctx.dispatch("recurrent.wgsl.j2", {"s_in": final}, {"out": out}, work=n_state,
                          params={"n": n_state, "k": k - 1, **common}, kind="final", **tv)
+
+
+def _time_loop(ctx, t_len, steps, state) -> object:
+    """A symbolic sequence length: the steps as the body of a runtime loop over t (its index dim), the new
+    state copied over the old at the end of each iteration. Returns the final state's buffer."""
+    program = ctx._l.program
+    it = f"__loop{sum(name.startswith('__loop') for name in program.bounds)}_i"
+    program.bounds[it] = LOOP_BOUND - 1
+    start = len(program.steps)
+    steps(D.Sym.name(it), state[0], state[1])
+    copy(ctx, state[1], state[0])
+    ctx.assume(D.add(LOOP_BOUND, D.mul(t_len, -1)), f"at most {LOOP_BOUND} timesteps")
+    program.control.append({"kind": "loop", "body": [start, len(program.steps)], "iter": it, "count": None,
+                            "trip": {"dim": D.to_json(t_len)}, "cond": None, "cond_out": None, "bound": LOOP_BOUND})
+    return state[0]

@@ -5,8 +5,8 @@ reads one and writes the other plus its slice of Y. A fixed sequence length is u
 a symbolic one (batch too may be symbolic) is a runtime loop, as Scan's (kernels/control_flow.py): per
 iteration the step kernels of both directions at t = the loop's index dim (T-1 minus it, backwards), then a
 copy of the new state over the old. One invocation per (batch, hidden unit) computes
-its gates with dot products over the input and the previous h (GRU recomputes the reset gate of every
-unit it needs when linear_before_reset is 0). Both directions of a bidirectional net run in the same
+its gates with dot products over the input and the previous h (GRU with linear_before_reset=0 first writes
+r * h(t-1) of every unit in a kernel of its own, since each unit's candidate reads all of them). Both directions of a bidirectional net run in the same
 ping-pong step (each writes its own half of the state); the reverse one walks t from the end. With
 ``sequence_lens`` a batch row past its length keeps its state and writes zeros to Y (onnxruntime's
 semantics: Y_h is the state after the row's last valid step, in either direction).
@@ -124,11 +124,18 @@ def lower_recurrent(ctx, quantize_hidden: bool = False) -> None:
     if ctx.op == "LSTM":
         weights["peep"] = _opt(ctx, 7, (dirs, 3 * hid))
 
+    rh = ctx.temp("float32", (dirs, b_len, hid)) if ctx.op == "GRU" and not tv["lbr"] else None
+
     def steps(step, src, dst):
         for d in range(dirs):
             t = D.add(D.add(t_len, -1), D.mul(step, -1)) if (direction == "reverse" or d == 1) else step
-            ctx.dispatch("recurrent.wgsl.j2", {**weights, "s_in": src}, {"s_out": dst, "y": y},
-                         work=D.mul(b_len, hid), params={"n": D.mul(b_len, hid), "ts": t, "d": d, **common},
+            params = {"n": D.mul(b_len, hid), "ts": t, "d": d, **common}
+            reads = {**weights, "s_in": src}
+            if rh is not None:  # r * H(t-1) of all units first: each unit's candidate reads all of them
+                ctx.dispatch("recurrent.wgsl.j2", reads, {"rh": rh}, work=D.mul(b_len, hid), params=params,
+                             kind="reset", acts=acts[d], **tv)
+                reads["rh"] = rh
+            ctx.dispatch("recurrent.wgsl.j2", reads, {"s_out": dst, "y": y}, work=D.mul(b_len, hid), params=params,
                          kind="step", acts=acts[d], **tv)
 
     if isinstance(t_len, int):

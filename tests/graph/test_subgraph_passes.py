@@ -2,7 +2,7 @@
 rewrite: a branch's Identity of a value that is already another graph's output (onnx-ir's identity
 elimination made it that graph's output too: "already an output of a different graph", a Silero-VAD
 export's failure), intermediates of fusable chains (MatMul+Add, elementwise, transpose pairs) read
-inside branches, and a branch nested in a branch. The optimized model equals onnxruntime on the original,
+inside branches, a branch nested in a branch, and a Loop body returning a captured value as its scan output. The optimized model equals onnxruntime on the original,
 and webinfer's build of it equals onnxruntime with either branch taken."""
 
 from __future__ import annotations
@@ -40,6 +40,15 @@ def subgraph_model() -> onnx.ModelProto:
         h.make_node("Identity", ["y"], ["e_out"]),             # y is the main graph's output
         h.make_node("Mul", ["relu", "back"], ["e_sq"]),
     ], ["e_out", "e_sq"])
+    body = h.make_graph([
+        h.make_node("Identity", ["cond_in"], ["cond_out"]),   # a loop body's own input: stays
+        h.make_node("Add", ["acc_in", "relu"], ["acc_out"]),
+        h.make_node("Identity", ["y"], ["scan"]),             # a captured main-graph output as a scan output
+    ], "body", [h.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+                h.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+                h.make_tensor_value_info("acc_in", F, [3, 6])],
+        [h.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []), h.make_tensor_value_info("acc_out", F, [3, 6]),
+         h.make_tensor_value_info("scan", F, [3, 6])])
     nodes = [
         h.make_node("MatMul", ["x", "w"], ["mm"]),
         h.make_node("Add", ["mm", "bias"], ["y0"]),
@@ -48,12 +57,15 @@ def subgraph_model() -> onnx.ModelProto:
         h.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
         h.make_node("Transpose", ["xt"], ["back"], perm=[1, 0]),  # a pair that cancels
         h.make_node("If", ["c"], ["o1", "o2"], then_branch=then, else_branch=other),
+        h.make_node("Loop", ["three", "", "x"], ["acc", "scans"], body=body),
     ]
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, [3, 6]), h.make_tensor_value_info("c", onnx.TensorProto.BOOL, []),
                                   h.make_tensor_value_info("c2", onnx.TensorProto.BOOL, [])],
-                     [h.make_tensor_value_info(n, F, [3, 6]) for n in ("y", "o1", "o2")],
+                     [h.make_tensor_value_info(n, F, [3, 6]) for n in ("y", "o1", "o2", "acc")]
+                     + [h.make_tensor_value_info("scans", F, [3, 3, 6])],
                      [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(bias, "bias"),
-                      onnx.numpy_helper.from_array(np.float32(2.0), "two")])
+                      onnx.numpy_helper.from_array(np.float32(2.0), "two"),
+                      onnx.numpy_helper.from_array(np.int64(3), "three")])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.checker.check_model(m, full_check=True)
@@ -65,7 +77,7 @@ def _feeds(c: bool, c2: bool) -> dict:
 
 
 def _ort(proto, feeds):
-    """onnxruntime without its own graph optimizations (its cast-pair removal drops a value a branch reads)."""
+    """onnxruntime as it is, without its own graph rewrites in the way."""
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)

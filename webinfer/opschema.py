@@ -27,6 +27,11 @@ MICROSOFT_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 QUANT_BLOCK = 32
 PER_WORD = {"int8": 4, "int4": 8, "f32": 1, "nbits4": 8, "nbits8": 4}  # nbits*: onnxruntime's MatMulNBits bytes
 
+# Shape arithmetic on small static integer tensors runs on the host (shape inference, the passes, the lowering's
+# folding, the ONNX backend's host inputs): at most this many elements. Anything bigger, or with a symbolic dim,
+# is data and runs as a GPU kernel.
+HOST_MAX_ELEMENTS = 64
+
 
 def op_key(domain: str, op_type: str) -> str:
     """``Op`` for ONNX's default domain, ``domain:Op`` otherwise (the key of SCHEMAS and LOWERINGS)."""
@@ -51,6 +56,7 @@ class OpSchema:
     epilogue: str | None = None  # the webinfer op this op becomes when it absorbs an elementwise epilogue
     base_inputs: int = 0  # with ``epilogue``: how many inputs the fused op keeps before the program's
     expanded: bool = False  # rewritten into other ops by graph/contrib before lowering (no kernel of its own)
+    reduce: bool = False  # a reduction over axes (the axes input at 1 from opset 18): codegen/kernels/reduce.py
 
     @property
     def key(self) -> str:
@@ -86,7 +92,7 @@ _DECLARED: list[OpSchema] = [
     *(OpSchema(op, host_inputs=(1,)) for op in ("Reshape", "Expand", "Tile", "Squeeze", "Unsqueeze",
                                                  "Upsample", "OneHot", "CumSum", "CumProd", "Trilu", "CenterCropPad",
                                                  "Compress", "Split", "SplitToSequence")),
-    *(OpSchema(op, host_inputs=(1,)) for op in _REDUCE),
+    *(OpSchema(op, host_inputs=(1,), reduce=True) for op in _REDUCE),
     OpSchema("ConstantOfShape", host_inputs=(0,)),
     *(OpSchema(op, host_inputs=(i,)) for op, i in (("SequenceAt", 1), ("SequenceInsert", 2), ("SequenceErase", 1))),
     OpSchema("Range", host_inputs=(0, 1, 2), host_integers_only=True),
@@ -179,6 +185,11 @@ def host_inputs() -> dict[str, tuple[int, ...]]:
 def integer_host_ops() -> frozenset[str]:
     """ONNX ops whose host inputs carry shape arithmetic only when they are integers."""
     return frozenset(s.op for s in SCHEMAS.values() if s.host_integers_only and s.domain == ONNX_DOMAIN)
+
+
+def reduce_ops() -> tuple[str, ...]:
+    """The ONNX reductions over axes (ReduceSum, ReduceMean, ...), in declaration order."""
+    return tuple(s.op for s in SCHEMAS.values() if s.reduce and s.domain == ONNX_DOMAIN)
 
 
 def random_ops() -> frozenset[str]:

@@ -65,7 +65,7 @@ class KernelClass:
     # -> 4.4-4.5 tok/s), so the ``startup`` policy (pages) keeps the builtins.
     unpack_by_shifts: bool = False
     # Packed int4/int8 weights (words and block parameters) bound as 2-D textures and read by textureLoad in the
-    # packed GEMV/GEMM and the quantized gather (runtime/textures.py has the layout). A software GPU fetches
+    # packed GEMV/GEMM and the quantized gather (format/textures.py has the layout). A software GPU fetches
     # texels as SIMD gathers where it loads a storage buffer's non-constant address lane by lane under a branch
     # each (lavapipe, the int4 576x49152 GEMV's own shader, alternating: 5.4-5.9 -> 3.2-3.6 ms). Off under
     # ``startup``: SwiftShader (pages) is unmeasured.

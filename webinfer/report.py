@@ -10,9 +10,9 @@ from __future__ import annotations
 from . import dims as D
 from .artifact import program_view
 from .dtypes import gpu_nbytes
+from .format.steps import step_runs
 from .runtime.control_flow import host_reads, loop_ranges
 from .runtime.memory import lifetimes, plan_slots
-from .runtime.session import step_runs
 
 
 def _numel(shape, env) -> int:

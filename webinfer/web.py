@@ -39,8 +39,9 @@ PYODIDE_INTEGRITY = ("sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+H
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json")
 _REQUIRED = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
-# Every module the browser may import is reached from these (plus the package's __init__).
-RUNTIME_ROOTS = ("runtime", "llm")
+# Every module the browser may import is reached from these (plus the package's __init__): folders, and the page's
+# own module.
+RUNTIME_ROOTS = ("runtime", "llm", "page.py")
 
 
 # -- Pyodide ---------------------------------------------------------------------------------------------
@@ -161,6 +162,9 @@ def runtime_modules(package_dir: str = PACKAGE_DIR) -> list[str]:
     ``__init__.py``: the modules under RUNTIME_ROOTS and what they import from webinfer, transitively."""
     todo = ["__init__.py"]
     for root in RUNTIME_ROOTS:
+        if root.endswith(".py"):
+            todo.append(root)
+            continue
         todo += [f"{root}/{n}" for n in sorted(os.listdir(os.path.join(package_dir, root))) if n.endswith(".py")]
     seen: set[str] = set()
     while todo:

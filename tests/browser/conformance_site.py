@@ -136,8 +136,9 @@ def load_case(name: str):
 
 def build_case(name: str, op: str, out_dir: str, device) -> tuple[Case | None, str]:
     """Build ``name`` into ``out_dir`` the way WebinferRep does, run it natively; (Case, "") if it passes."""
-    from webinfer.backend import HOST_MAX_ELEMENTS, host_input_names
+    from webinfer.backend import host_input_names
     from webinfer.build import build
+    from webinfer.opschema import HOST_MAX_ELEMENTS
     from webinfer.runtime.inference import InferenceSession
 
     try:

@@ -53,7 +53,7 @@ def test_page_picks_a_class_and_runs_both(page, tmp_path, webinfer_wheel):
 
 def test_page_reads_packed_weights_as_textures(page, tmp_path, webinfer_wheel):
     """An int4 MatMul in the page on SwiftShader's software-subgroups program, whose words and block parameters
-    are textures (the worker's loader writes them, runtime/textures.py's layout spanning many rows): the first
+    are textures (the worker's loader writes them, format/textures.py's layout spanning many rows): the first
     outputs and the sum of squares of all 700 against numpy on the weights unpacked independently."""
     from quantref import unpack_reference
 

@@ -115,7 +115,7 @@ def test_software_gemm_tiles(fmt, tiles, tmp_path):
 @pytest.mark.parametrize("tiles", ["balanced", "startup"])
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 def test_weights_as_textures(fmt, tiles, tmp_path):
-    """The software class binds packed words and block parameters as textures (runtime/textures.py) for the
+    """The software class binds packed words and block parameters as textures (format/textures.py) for the
     GEMV and the GEMM; startup tiles (pages) keep buffers. 700 x 512 spans many texture rows and leaves the
     last one part-filled; 1 row and 70 rows against numpy."""
     k, n = 512, 700

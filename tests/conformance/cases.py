@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from webinfer.opschema import HOST_MAX_ELEMENTS
+
 from .categories import NODE_DIR
 
 RTOL, ATOL = 1e-3, 1e-5
-HOST_MAX_ELEMENTS = 64
 
 
 class CaseError(Exception):

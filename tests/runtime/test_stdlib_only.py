@@ -39,10 +39,13 @@ for mod in list(sys.modules):
     if mod.split(".")[0] in BLOCKED:
         del sys.modules[mod]
 
+import webinfer.format
+import webinfer.llm
 import webinfer.runtime
-for m in pkgutil.iter_modules(webinfer.runtime.__path__):
-    importlib.import_module(f"webinfer.runtime.{m.name}")
-for m in ("webinfer.artifact", "webinfer.dims", "webinfer.dtypes", "webinfer.errors"):
+for pkg in (webinfer.runtime, webinfer.llm, webinfer.format):  # the run side (tests/test_imports.py has its list)
+    for m in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{m.name}")
+for m in ("webinfer.artifact", "webinfer.page", "webinfer.dims", "webinfer.dtypes", "webinfer.errors"):
     importlib.import_module(m)
 
 from webinfer.runtime.inference import InferenceSession

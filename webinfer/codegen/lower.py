@@ -18,13 +18,11 @@ import onnx_ir as ir
 from .. import dims as D
 from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
-from ..opschema import op_key, op_label, schema
+from ..opschema import HOST_MAX_ELEMENTS, op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
 from . import emit, nested, packed
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all
-
-HOST_MAX_ELEMENTS = 64
 
 
 class LowerContext:

@@ -24,8 +24,8 @@ import onnx_ir as ir
 
 from .. import dims as D
 from ..dims import Dim
+from ..opschema import HOST_MAX_ELEMENTS
 
-HOST_MAX_ELEMENTS = 64
 _INT64_BIG = 2**62
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _ELEMENTWISE_VALUE = {

@@ -10,9 +10,9 @@ same artifact records the same command buffer in both places. Differences forced
 from __future__ import annotations
 
 from ..errors import WebinferError
+from ..format.textures import texture_bytes
 from .device import Device
 from .select import AdapterFacts, adapter_type
-from .textures import texture_bytes
 
 # WebGPU limit names (camelCase in JS) under the hyphenated keys the session and native.py use.
 _LIMITS = {

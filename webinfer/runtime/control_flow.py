@@ -18,6 +18,7 @@ import struct
 
 from .. import dims as D
 from ..errors import WebinferError
+from ..format.steps import check_guards, step_runs
 
 
 def _structured(control: list[dict]) -> list[dict]:
@@ -141,8 +142,6 @@ class Executor:
         buffers may hold another run's last iteration)."""
         changed = set(values)
         self.env.update(values)
-        from .session import check_guards
-
         check_guards(self.core.manifest, self.env, changed)
         written = set()
         for i in range(lo, hi):
@@ -192,8 +191,6 @@ def _end(c: dict) -> int:
 
 
 def _runs(step: dict, env: dict) -> bool:
-    from .session import step_runs
-
     return step_runs(step, env)
 
 

@@ -24,7 +24,7 @@ class Device:
         raise NotImplementedError
 
     def create_texture(self, data: bytes, fmt: str):
-        """A weight as a 2-D texture of ``fmt`` (runtime/textures.py has the layout), written with ``data``."""
+        """A weight as a 2-D texture of ``fmt`` (format/textures.py has the layout), written with ``data``."""
         raise NotImplementedError
 
     def create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str = ""):

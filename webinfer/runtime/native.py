@@ -6,10 +6,10 @@ import os
 import tempfile
 
 from ..errors import WebinferError
+from ..format.textures import texture_bytes
 from . import cffi_types
 from .device import Device
 from .select import AdapterFacts, adapter_type
-from .textures import texture_bytes
 
 _DEVICE = None
 _PIPELINES: dict[tuple, tuple] = {}  # (wgsl, writes, uniform) -> (pipeline, bind group layout), oldest first

@@ -13,13 +13,14 @@ from .. import dims as D
 from ..artifact import program_view
 from ..dtypes import DTYPES, gpu_nbytes
 from ..errors import WebinferError
+from ..format.steps import check_dims, step_dims, step_runs
+from ..format.textures import FORMATS as TEXTURE_FORMATS
 from . import control_flow
 from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
 from .plan_cache import PlanCache, SizeCheck, plan_key
 from .select import choose_program
 from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
-from .textures import FORMATS as TEXTURE_FORMATS
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
 _RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "f32": (-(2**24), 2**24)}  # f32: exact integers
@@ -70,7 +71,7 @@ class SessionCore:
             cap = self.tensors[st["tensor"]]["capacity"]
             self.states[st["tensor"]] = device.create_buffer(max(4, self._nbytes(st["tensor"], _prod(cap))), "storage")
         self.control = manifest.get("control") or []  # If/Loop/Scan: runtime/control_flow.py runs them
-        self.step_dims = [_step_dims(step) for step in self.steps]
+        self.step_dims = [step_dims(step) for step in self.steps]
         self._dynamic = [bool(dims & set(self.bounds)) for dims in self.step_dims]
         self._input_tensor = {io["name"]: io["tensor"] for io in manifest["inputs"]}
         self.weight_bytes = sum(self._nbytes(tid, _prod(self.tensors[tid]["shape"])) for tid in self.weights)
@@ -396,53 +397,6 @@ class SessionCore:
         return results
 
 
-def check_dims(manifest: dict, bounds: dict, env: dict) -> None:
-    """Refuse dims beyond a bound (buffers were sized for it) or that break a guard of the build (an assumption
-    such as a slice start inside its axis, or a --dim lower bound), naming the dim and the bound."""
-    for name, bound in bounds.items():
-        if env.get(name, 0) > bound:
-            how = "--max-seq" if manifest.get("states") else f"a larger --dim {name}=LO..HI"
-            raise WebinferError(f"dim {name!r} = {env[name]} exceeds the bound {bound} this artifact was built for "
-                                f"(rebuild with {how})")
-    check_guards(manifest, env)
-
-
-def check_guards(manifest: dict, env: dict, only: set | None = None) -> None:
-    """The build's guards on ``env``. One on a dim the run sets later (a loop's iteration, a counted size) waits
-    for it: runtime/control_flow.py checks the guards naming the dims it sets (``only``) when it sets them."""
-    for expr, why in manifest.get("guards", []):
-        used = D.names(D.from_json(expr))
-        if not used <= env.keys() or (only is not None and not used & only):
-            continue
-        if D.evaluate(expr, env) < 0:
-            values = ", ".join(f"{n}={env[n]}" for n in sorted(used))
-            raise WebinferError(f"input dims {values} are outside what this artifact was built for: {why}")
-
-
-def _step_dims(step: dict) -> set[str]:
-    """The dim names a step's grid, uniforms or condition depend on."""
-    exprs = list(step["grid"]) + [v for _, _, v in step["uniforms"]]
-    if step.get("when"):
-        exprs.append(step["when"][1])
-    names: set[str] = set()
-    for e in exprs:
-        names |= D.names(D.from_json(e))
-    return names
-
-
-def step_runs(step: dict, env: dict) -> bool:
-    """Whether a step dispatches at these dims: its ``when`` condition holds and its grid is not empty."""
-    when = step.get("when")
-    if when is not None:
-        op, expr, value = when
-        if (D.evaluate(expr, env) == value) != (op == "eq"):
-            return False
-    grid = [D.evaluate(g, env) for g in step["grid"]]
-    if min(grid) < 0:
-        raise WebinferError(f"kernel {step['label']} has a negative grid {grid} at these dims")
-    return min(grid) > 0
-
-
 def _numel(t: dict):
     """The element count of a manifest tensor, as a serialised dim expression."""
     shape = t["shape"]
@@ -472,4 +426,4 @@ def run_sync(coro):
     raise RuntimeError("native run suspended unexpectedly")
 
 
-__all__ = ["SessionCore", "IOInfo", "run_sync", "step_runs", "DTYPES"]
+__all__ = ["SessionCore", "IOInfo", "run_sync", "DTYPES"]

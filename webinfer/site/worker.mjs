@@ -38,7 +38,7 @@ function python() {
     const { loadPyodide } = await import(new URL("pyodide.mjs", base).href);
     const pyodide = await loadPyodide({ indexURL: base });
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
-    const webpage = pyodide.pyimport("webinfer.runtime.webpage");
+    const webpage = pyodide.pyimport("webinfer.page");
     return { pyodide, webpage, ms: Math.round(performance.now() - t) };
   })();
   return pythonPromise;
@@ -146,7 +146,7 @@ async function fetchShard(cache, url, entry, onBytes) {
   return { bytes, cached };
 }
 
-// A weight bound as a texture (the program's `textures`), laid out as webinfer/runtime/textures.py says: texels
+// A weight bound as a texture (the program's `textures`), laid out as webinfer/format/textures.py says: texels
 // row by row, a power-of-two width of at least 256 texels (a shorter tensor: its count rounded up), at most
 // 8192 rows and columns. Returns [width, height].
 const TEXEL_BYTES = { rgba32uint: 16, rg32float: 8, r32float: 4 };

@@ -1,4 +1,4 @@
-"""Shape helpers shared by the kernel families: broadcasting, strides, axes."""
+"""Helpers shared by the kernel families: broadcasting, strides, axes, and a generated fill (``generate``)."""
 
 from __future__ import annotations
 
@@ -76,3 +76,12 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if a < -max(rank, 1) or a >= max(rank, 1):
         raise WebinferError(f"{what} {axis} is out of range for rank {rank}")
     return a + rank if a < 0 else a
+
+
+def generate(ctx, out, expr: str, values: dict | None = None, matrix: bool = False, reads=None) -> None:
+    """Fill ``out`` with ``expr`` (over gi, row, col and ``values`` params) on the GPU."""
+    params = {"n": out.numel, **(values or {})}
+    if matrix:
+        params.update(rows=out.shape[-2], cols=out.shape[-1])
+    ctx.dispatch("generate.wgsl.j2", reads or {}, {"out": out}, work=out.numel, params=params,
+                 values=list(values or {}), matrix=matrix, expr=expr)

@@ -9,9 +9,8 @@ import numpy as np
 
 from ... import dims as D
 from ..registry import lowering
-from .helpers import compute_type, contiguous_strides, normalize_axis
+from .helpers import compute_type, contiguous_strides, generate, normalize_axis
 from .movement import Axis, host_inputs, remap, set_host_array
-from .shape import generate
 
 
 def _gather_kernel(ctx, kind: str, reads: dict, out, params: dict, **tctx) -> None:

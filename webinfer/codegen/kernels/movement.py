@@ -14,9 +14,9 @@ import numpy as np
 
 from ... import dims as D
 from ...dims import Dim, exact_div
+from ...opschema import HOST_MAX_ELEMENTS
 from .. import emit
 from ..emit import wgsl_literal
-from ..lower import HOST_MAX_ELEMENTS
 from ..registry import lowering
 from .helpers import broadcast_shapes, broadcast_strides, compute_type, contiguous_strides, normalize_axis
 

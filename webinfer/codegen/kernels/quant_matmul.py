@@ -11,8 +11,8 @@ it, so one artifact runs prefill (rows > 1) and decode (rows == 1). Weights stay
 from __future__ import annotations
 
 from ... import dims as D
+from ...format.textures import texture_size
 from ...opschema import PER_WORD
-from ...runtime.textures import texture_size
 from ..registry import WEBINFER_DOMAIN, lowering
 from . import norm
 from .reduce import literal
@@ -202,7 +202,7 @@ TEXTURE_FORMATS = {"int4": {"wq": "rgba32uint", "qp": "rg32float"}, "int8": {"wq
 
 
 def weight_textures(ctx, fmt: str, reads: dict) -> dict:
-    """Which of ``reads`` (wq, qp) the kernel reads as textures, and their formats (runtime/textures.py)."""
+    """Which of ``reads`` (wq, qp) the kernel reads as textures, and their formats (format/textures.py)."""
     if not ctx.kclass.weight_textures or fmt not in TEXTURE_FORMATS:
         return {}
     chosen = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import dims as D
+from ...opschema import reduce_ops
 from ..emit import wgsl_literal
 from ..registry import lowering
 from ._floats import helper_sources
@@ -174,8 +175,7 @@ def reduce_axes(ctx) -> list[int] | None:
     return sorted({normalize_axis(a, rank, "axes") for a in axes})
 
 
-@lowering("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+@lowering(*reduce_ops())
 def lower_reduce(ctx) -> None:
     x = ctx.inputs[0]
     axes = reduce_axes(ctx)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from ... import dims as D
 from ..registry import lowering
-from .helpers import compute_type, contiguous_strides, normalize_axis
-from .shape import generate
+from .helpers import compute_type, contiguous_strides, generate, normalize_axis
 
 CHUNK = 64  # candidates per invocation in NonZero's counting and writing passes
 RANGE_BOUND = 1 << 16  # elements a Range over run-time values may produce (its output is sized for that many)

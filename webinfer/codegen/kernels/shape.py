@@ -15,7 +15,7 @@ from .. import emit
 from ..emit import wgsl_literal
 from ..nested import is_nested
 from ..registry import lowering
-from .helpers import compute_type, normalize_axis
+from .helpers import compute_type, generate, normalize_axis
 
 
 @lowering("Shape")
@@ -116,15 +116,6 @@ def lower_unsqueeze(ctx) -> None:
     ones = {normalize_axis(a, rank) for a in axes}
     rest = iter(x.shape)
     ctx.set_alias(0, x, [1 if i in ones else next(rest) for i in range(rank)])
-
-
-def generate(ctx, out, expr: str, values: dict | None = None, matrix: bool = False, reads=None) -> None:
-    """Fill ``out`` with ``expr`` (over gi, row, col and ``values`` params) on the GPU."""
-    params = {"n": out.numel, **(values or {})}
-    if matrix:
-        params.update(rows=out.shape[-2], cols=out.shape[-1])
-    ctx.dispatch("generate.wgsl.j2", reads or {}, {"out": out}, work=out.numel, params=params,
-                 values=list(values or {}), matrix=matrix, expr=expr)
 
 
 @lowering("ConstantOfShape")

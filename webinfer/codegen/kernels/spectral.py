@@ -13,9 +13,8 @@ from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
 from ..registry import lowering
-from .helpers import compute_type, normalize_axis
+from .helpers import compute_type, generate, normalize_axis
 from .reduce import literal
-from .shape import generate
 
 
 def _host_int(ctx, i: int, what: str) -> int:

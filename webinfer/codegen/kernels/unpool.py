@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from ... import dims as D
 from ..registry import lowering
-from .helpers import compute_type, contiguous_strides
-from .shape import generate
+from .helpers import compute_type, contiguous_strides, generate
 
 
 def _ints(ctx, i: int, what: str) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
-from . import Builder, expansion
+from .builder import Builder, expansion
 
 
 def _biased(b: Builder) -> ir.Value:

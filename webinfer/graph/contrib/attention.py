@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
-from . import Builder, expansion
+from .builder import Builder, expansion
 
 MASK_FILTER = -10000.0  # onnxruntime's default mask_filter_value
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...opschema import ONNX_DOMAIN, WEBINFER_DOMAIN
-from . import Builder, expansion
+from .builder import Builder, expansion
 
 SKIP_EPSILON = 1e-12  # onnxruntime's default for the Skip*/Embed* norms
 

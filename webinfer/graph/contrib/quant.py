@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
 from ..passes._util import const
-from . import Builder, expansion
+from .builder import Builder, expansion
 
 FORMATS = {4: "nbits4", 8: "nbits8"}
 MIN_BLOCK = 32

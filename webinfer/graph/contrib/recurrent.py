@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
 from ..passes._util import const
-from . import Builder, expansion
+from .builder import Builder, expansion
 from .quant import _params
 
 

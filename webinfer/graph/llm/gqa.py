@@ -19,8 +19,8 @@ import numpy as np
 import onnx_ir as ir
 
 from ...opschema import MICROSOFT_DOMAIN, WEBINFER_DOMAIN
-from ..contrib import Builder
 from ..contrib.attention import gqa_layout, gqa_positions, gqa_qkv
+from ..contrib.builder import Builder
 from .kv_cache import KVCacheError, keep_states
 
 OP = "GroupQueryAttention"

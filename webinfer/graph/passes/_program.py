@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from ...opschema import WEBINFER_DOMAIN, elementwise_ops
+from ...opschema import HOST_MAX_ELEMENTS, WEBINFER_DOMAIN, elementwise_ops
 from ._util import const
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE}
@@ -47,9 +47,6 @@ def _maybe_host(shape: ir.Shape | None) -> bool:
     if shape is None or not all(isinstance(d, int) for d in shape.dims):
         return shape is None
     return int(np.prod(shape.dims, dtype=np.int64)) <= HOST_MAX_ELEMENTS
-
-
-HOST_MAX_ELEMENTS = 64  # codegen/lower.py's limit (graph passes do not import codegen)
 
 
 def is_literal(value: ir.Value) -> bool:

@@ -1,17 +1,17 @@
-"""Reading the manifest's JSON into the typed schema (manifest.py), field by field: each value must have its
+"""Reading the manifest's JSON into the typed schema (format/schema.py), field by field: each value must have its
 field's type and range, and an object must hold exactly its fields. Standard library only.
 
 Errors name the field by its path, e.g. ``manifest programs[0].steps[2].grid: expected 3 dims, got 2``.
-Cross-field rules (indices, sizes, coverage) are in manifest_checks.py.
+Cross-field rules (indices, sizes, coverage) are in format/checks.py.
 """
 
 from __future__ import annotations
 
 import math
 
-from .dtypes import DTYPES
-from .errors import WebinferError
-from .manifest import (
+from ..dtypes import DTYPES
+from ..errors import WebinferError
+from .schema import (
     _FILE_NAME,
     _FOLDERS,
     _MAX_DEPTH,
@@ -40,7 +40,7 @@ from .manifest import (
     Uniform,
     When,
 )
-from .runtime.textures import FORMATS as TEXTURE_FORMATS
+from .textures import FORMATS as TEXTURE_FORMATS
 
 
 class _Reader:

@@ -1,15 +1,16 @@
 """The manifest as a typed schema: standard-library dataclasses that the builder checks what it writes against
 and the runtime checks what it loads against. Standard library only (the browser runs it too).
 
-``parse_manifest(obj, where)`` turns the JSON object into a :class:`Manifest` or raises one WebinferError naming
-the field (``programs[0].steps[3].reads[1]``) and what is wrong with it. It checks every field's type (a bool is
+``parse_manifest(obj, where)`` (format/manifest.py) turns the JSON object into a :class:`Manifest` or raises one
+WebinferError naming the field (``programs[0].steps[3].reads[1]``) and what is wrong with it. It checks every field's type (a bool is
 not an int, unknown keys are refused), every index against the table it points into, every weight's chunks
 against its dtype, shape and shards (inside the shard, covering the tensor exactly once), every file path
 against the artifact's folders, every dim expression's names against ``dims``, every alias for cycles, and each
 program's steps (bindings of GPU tensors only, never writing a weight or an input, read/write sets disjoint),
 outputs, weights and shader count. What needs a file's bytes (hashes, the shader's bindings and uniforms:
 ``check_step_shader``) is checked where the file is read (artifact.py); what needs the bound dims (sizes,
-uniform ranges, division by zero) where a plan is made (runtime/session.py). ``Manifest.to_json`` gives the
+uniform ranges, division by zero) where a plan is made (runtime/session.py, with format/steps.py). Reading the
+fields is format/fields.py, the cross-field rules format/checks.py. ``Manifest.to_json`` gives the
 object back, so a round trip proves the schema names every field.
 """
 
@@ -173,7 +174,7 @@ class Program:
     control: tuple  # IfEntry | LoopEntry | CountEntry, in the order the builder closed them
     guards: tuple[Guard, ...]
     placement: tuple[Placement, ...]
-    textures: tuple[tuple[int, str], ...] = ()  # (weight, texel format) bound as textures (runtime/textures.py)
+    textures: tuple[tuple[int, str], ...] = ()  # (weight, texel format) bound as textures (format/textures.py)
 
 
 @dataclass(frozen=True)
@@ -263,22 +264,3 @@ class WeightPacker:
             if not nbytes:
                 break
         return chunks
-
-
-def parse_manifest(obj, where: str) -> Manifest:
-    """The typed manifest, or one WebinferError naming what is wrong (see the module docstring)."""
-    from .manifest_checks import check_consistency
-    from .manifest_fields import read_manifest
-
-    manifest = read_manifest(obj, where)
-    check_consistency(manifest, where)
-    return manifest
-
-
-def check_step_shader(step: Step, source: str, where: str, textures: dict | None = None) -> None:
-    """The shader's bindings are the step's (reads read-only, then writes read-write, then the uniform block;
-    a read of one of the program's ``textures`` a texture of that format's texel type) and its ``Params``
-    fields are the step's uniforms, by name and type, in order."""
-    from .manifest_checks import check_shader_bindings
-
-    check_shader_bindings(step, source, where, textures or {})

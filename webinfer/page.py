@@ -4,18 +4,19 @@ The worker's JavaScript (webinfer/site/worker.mjs) opens the GPU device and writ
 GPU buffers; here we fetch only the small files (manifest, shaders, assets), check their sha256 and open a
 SessionCore over the JS device and its pre-uploaded weight buffers. ``WorkerHost`` is what the worker calls:
 sessions and chats by handle, feeds and outputs as (name, dtype, shape, bytes), tokens through a callback.
+It sits above both ``runtime/`` and ``llm/`` (chats are ``llm.generate.Generator``s), so it is neither's.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..artifact import MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
-from ..errors import WebinferError
-from . import vision
-from .select import choose_program
-from .session import SessionCore
-from .tensor import HostTensor
+from .artifact import MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
+from .errors import WebinferError
+from .runtime import vision
+from .runtime.select import choose_program
+from .runtime.session import SessionCore
+from .runtime.tensor import HostTensor
 
 
 class PageSession:
@@ -31,7 +32,7 @@ class PageSession:
         """``gpu``: a BrowserDevice over ``device`` to share between sessions (default: a new one).
         ``kernel_class`` forces one of the artifact's programs; by default select.py chooses for the adapter
         (the worker's JS chose the same one to upload its weights, and checks ``core.choice``)."""
-        from .browser import BrowserDevice, fetch_bytes
+        from .runtime.browser import BrowserDevice, fetch_bytes
 
         base = artifact_url if artifact_url.endswith("/") else artifact_url + "/"
         raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
@@ -71,7 +72,7 @@ class PageSession:
     def tokenizer(self):
         """The artifact's tokenizer (tokenizer.json asset): byte-level BPE or WordPiece."""
         if self._tokenizer is None:
-            from ..llm import load_tokenizer
+            from .llm import load_tokenizer
 
             if "tokenizer.json" not in self.assets:
                 raise WebinferError("this artifact carries no tokenizer (build it from a folder holding "
@@ -86,7 +87,7 @@ class WorkerHost:
     """Sessions and chats of one page's worker over one GPU device, by integer handle."""
 
     def __init__(self, adapter, device):
-        from .browser import BrowserDevice
+        from .runtime.browser import BrowserDevice
 
         self.adapter, self.device = adapter, device
         self.gpu = BrowserDevice(adapter, device)
@@ -112,7 +113,7 @@ class WorkerHost:
 
     async def open_chat(self, artifact_url: str, weight_pairs, kernel_class=None) -> str:
         """Open a Generator and compile its prefill and decode pipelines with a short warm-up."""
-        from ..llm.generate import Generator
+        from .llm.generate import Generator
 
         session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
                                          _py(kernel_class) or None)

@@ -1,4 +1,4 @@
-"""Cross-field rules of the manifest (manifest.py): indices in range, sizes consistent with dtype and shape,
+"""Cross-field rules of the manifest (format/schema.py): indices in range, sizes consistent with dtype and shape,
 chunks inside their shards and covering their tensor once, aliases without cycles, steps binding only GPU
 tensors, programs' outputs/weights/shader counts as their steps say; and a shader's bindings against its step.
 Standard library only.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .dtypes import gpu_nbytes
-from .errors import WebinferError
-from .manifest import (
+from ..dtypes import gpu_nbytes
+from ..errors import WebinferError
+from .schema import (
     _FOLDERS,
     GPU_KINDS,
     MAX_BYTES,
@@ -24,8 +24,8 @@ from .manifest import (
     Tensor,
     WeightPacker,
 )
-from .runtime.textures import FORMATS as TEXTURE_FORMATS
-from .runtime.textures import texture_size
+from .textures import FORMATS as TEXTURE_FORMATS
+from .textures import texture_size
 
 
 def check_consistency(m: Manifest, where: str) -> None:
@@ -225,7 +225,7 @@ def _check_program(m: Manifest, p: Program, path: str, bases: list[int], fail) -
 
 def _check_textures(m: Manifest, p: Program, path: str, gpu_tensor, fail) -> None:
     """Weights bound as textures: the program's own, once each, of the format's scalar type and small enough
-    for one texture (runtime/textures.py), and never a program output (a texture cannot be read back)."""
+    for one texture (format/textures.py), and never a program output (a texture cannot be read back)."""
     seen = set()
     outputs = {o.tensor for o in p.outputs}
     for i, (tid, fmt) in enumerate(p.textures):

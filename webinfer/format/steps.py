@@ -1,0 +1,55 @@
+"""What a program's steps and guards mean at given dims, shared by the runtime (which dispatches the steps),
+its control flow (which sets loop and count dims as it goes) and the build report (which counts dispatches).
+Standard library only."""
+
+from __future__ import annotations
+
+from .. import dims as D
+from ..errors import WebinferError
+
+
+def check_dims(manifest: dict, bounds: dict, env: dict) -> None:
+    """Refuse dims beyond a bound (buffers were sized for it) or that break a guard of the build (an assumption
+    such as a slice start inside its axis, or a --dim lower bound), naming the dim and the bound."""
+    for name, bound in bounds.items():
+        if env.get(name, 0) > bound:
+            how = "--max-seq" if manifest.get("states") else f"a larger --dim {name}=LO..HI"
+            raise WebinferError(f"dim {name!r} = {env[name]} exceeds the bound {bound} this artifact was built for "
+                                f"(rebuild with {how})")
+    check_guards(manifest, env)
+
+
+def check_guards(manifest: dict, env: dict, only: set | None = None) -> None:
+    """The build's guards on ``env``. One on a dim the run sets later (a loop's iteration, a counted size) waits
+    for it: runtime/control_flow.py checks the guards naming the dims it sets (``only``) when it sets them."""
+    for expr, why in manifest.get("guards", []):
+        used = D.names(D.from_json(expr))
+        if not used <= env.keys() or (only is not None and not used & only):
+            continue
+        if D.evaluate(expr, env) < 0:
+            values = ", ".join(f"{n}={env[n]}" for n in sorted(used))
+            raise WebinferError(f"input dims {values} are outside what this artifact was built for: {why}")
+
+
+def step_dims(step: dict) -> set[str]:
+    """The dim names a step's grid, uniforms or condition depend on."""
+    exprs = list(step["grid"]) + [v for _, _, v in step["uniforms"]]
+    if step.get("when"):
+        exprs.append(step["when"][1])
+    names: set[str] = set()
+    for e in exprs:
+        names |= D.names(D.from_json(e))
+    return names
+
+
+def step_runs(step: dict, env: dict) -> bool:
+    """Whether a step dispatches at these dims: its ``when`` condition holds and its grid is not empty."""
+    when = step.get("when")
+    if when is not None:
+        op, expr, value = when
+        if (D.evaluate(expr, env) == value) != (op == "eq"):
+            return False
+    grid = [D.evaluate(g, env) for g in step["grid"]]
+    if min(grid) < 0:
+        raise WebinferError(f"kernel {step['label']} has a negative grid {grid} at these dims")
+    return min(grid) > 0

@@ -146,4 +146,4 @@ def expand(model: ir.Model, keep: frozenset[str] = frozenset()) -> int:
     return count
 
 
-from . import activations, attention, norms, quant  # noqa: E402, F401  (register their expansions)
+from . import activations, attention, linear, norms, qlinear, quant  # noqa: E402, F401  (register their expansions)

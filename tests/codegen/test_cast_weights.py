@@ -1,0 +1,85 @@
+"""Weights stored as int8 / float16 initializers and read through ``Cast`` (then scaled), the way some speech
+encoders ship them, with sinusoidal positions computed in the graph (Sin/Cos over Range): against onnxruntime.
+int8 weights (``Cast [- zero point] [* scale]`` per tensor or per output column) stay one byte per value in
+the artifact, packed into the quantized matmul's words (graph/qdq_weights.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from contrib.ort_ref import ort_run
+from onnx import TensorProto as T
+from onnx import helper
+from onnx import numpy_helper as nh
+
+import webinfer
+from webinfer.backend import WebinferRep
+
+D = 128
+
+
+def _encoder(rng, weight: str, scale: str) -> onnx.ModelProto:
+    inits, nodes = [], []
+
+    def init(name, a):
+        inits.append(nh.from_array(a, name))
+        return name
+
+    def node(op, ins, **kw):
+        out = f"t{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [out], **kw))
+        return out
+
+    # sinusoidal positions over the (symbolic) sequence length
+    length = node("Gather", [node("Shape", ["x"]), init("one", np.array(1, np.int64))], axis=0)
+    pos = node("Cast", [node("Range", [init("zero", np.array(0, np.int64)), length, "one"])], to=T.FLOAT)
+    idx = node("Cast", [node("Range", ["zero", init("half", np.array(D // 2, np.int64)), "one"])], to=T.FLOAT)
+    inv = node("Exp", [node("Mul", [idx, init("rate", np.array(-np.log(10000.0) / (D // 2), np.float32))])])
+    angle = node("Mul", [node("Unsqueeze", [pos, init("ax", np.array([1], np.int64))]), inv])
+    h = node("Add", ["x", node("Concat", [node("Sin", [angle]), node("Cos", [angle])], axis=-1)])
+
+    def projection(h, i):
+        if weight == "float16":
+            w = init(f"w{i}", (rng.standard_normal((D, D)) * 0.1).astype(np.float16))
+            return node("MatMul", [h, node("Cast", [w], to=T.FLOAT)])
+        codes = rng.integers(-127, 128, (D, D)) if weight == "int8" else rng.integers(0, 256, (D, D))
+        w = node("Cast", [init(f"w{i}", codes.astype(weight))], to=T.FLOAT)
+        if weight == "uint8":
+            w = node("Sub", [w, init(f"z{i}", np.array(128.0, np.float32))])
+        s = rng.random(D) * 0.002 + 0.0005 if scale == "column" else np.array(0.001)
+        s = init(f"s{i}", s.astype(np.float32))
+        if scale == "after":  # the scale applied to the product instead: x @ Cast(w) * s
+            return node("Mul", [node("MatMul", [h, w]), s])
+        return node("MatMul", [h, node("Mul", [w, s])])
+
+    h = node("Relu", [projection(h, 0)])
+    nodes.append(helper.make_node("Add", [projection(h, 1), "x"], ["y"]))
+    g = helper.make_graph(nodes, "enc", [helper.make_tensor_value_info("x", T.FLOAT, [1, "frames", D])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+CASES = [("int8", "column"), ("int8", "tensor"), ("int8", "after"), ("uint8", "column"), ("float16", "")]
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+@pytest.mark.parametrize("weight,scale", CASES)
+def test_cast_weights_equal_onnxruntime(weight, scale, target):
+    rng = np.random.default_rng(11)
+    model = _encoder(rng, weight, scale)
+    rep = WebinferRep(model, target=target)
+    for frames in (1, 37, 200):  # one build, symbolic frames (positions up to 200 radians)
+        feeds = {"x": rng.standard_normal((1, frames, D)).astype(np.float32)}
+        want = ort_run(model, feeds)[0]
+        got = rep.run(feeds)[0]
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("scale", ["column", "tensor", "after"])
+def test_int8_weights_stay_packed(scale, tmp_path):
+    model = _encoder(np.random.default_rng(2), "int8", scale)
+    manifest = webinfer.build(model, str(tmp_path / "a"))
+    stored = sum(s["bytes"] for s in manifest["shards"])
+    codes = 2 * D * D  # the two int8 weights, a byte a value
+    assert codes <= stored < codes + 2 * D * D // 4  # + block parameters, far below an f32 copy (4 bytes a value)

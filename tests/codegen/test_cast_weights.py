@@ -12,6 +12,7 @@ from contrib.ort_ref import ort_run
 from onnx import TensorProto as T
 from onnx import helper
 from onnx import numpy_helper as nh
+from oprefs import TARGETS, tolerance
 
 import webinfer
 from webinfer.backend import WebinferRep
@@ -83,3 +84,38 @@ def test_int8_weights_stay_packed(scale, tmp_path):
     stored = sum(s["bytes"] for s in manifest["shards"])
     codes = 2 * D * D  # the two int8 weights, a byte a value
     assert codes <= stored < codes + 2 * D * D // 4  # + block parameters, far below an f32 copy (4 bytes a value)
+
+
+def _half_matmul(rows, k, n, gemm: bool, rng) -> tuple[onnx.ModelProto, dict]:
+    w = (rng.standard_normal((n, k) if gemm else (k, n)) * 0.2).astype(np.float16)
+    inits = [nh.from_array(w, "w")]
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], to=T.FLOAT)]
+    if gemm:
+        inits.append(nh.from_array(rng.standard_normal(n).astype(np.float32), "c"))
+        nodes.append(helper.make_node("Gemm", ["x", "wf", "c"], ["y"], transB=1, beta=0.5))
+    else:
+        nodes.append(helper.make_node("MatMul", ["x", "wf"], ["y"]))
+    x_shape = [rows, k] if gemm else [1, rows, k]
+    g = helper.make_graph(nodes, "half", [helper.make_tensor_value_info("x", T.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return model, {"x": rng.standard_normal(x_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rows,k,n,gemm", [(1, 64, 40, False), (1, 37, 9, False), (6, 64, 40, False),
+                                           (5, 22, 33, False), (4, 48, 12, True), (1, 30, 8, True)])
+def test_float16_weights(rows, k, n, gemm, target):
+    """float16 weights through Cast: the kernels read the model's halves (decode GEMV and prefill GEMM)."""
+    model, feeds = _half_matmul(rows, k, n, gemm, np.random.default_rng(rows * k + n))
+    want = ort_run(model, feeds)[0]
+    got = WebinferRep(model, target=target).run(feeds)[0]
+    rtol, atol = tolerance(target, 1e-4, 1e-5)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * (1 + np.abs(want).max()))
+
+
+def test_float16_weights_stay_packed(tmp_path):
+    model = _encoder(np.random.default_rng(2), "float16", "")
+    manifest = webinfer.build(model, str(tmp_path / "a"))
+    stored = sum(s["bytes"] for s in manifest["shards"])
+    assert 2 * D * D * 2 <= stored < 2 * D * D * 2 + 4096  # two bytes a value, not an f32 copy

@@ -120,3 +120,37 @@ def test_qgemm(per_column, quantized_out):
         _close_codes(model, {"a": a})
     else:
         check_ort(model, {"a": a}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("per_column,zero_points,bias", [(False, False, False), (True, True, True),
+                                                          (True, False, True)])
+def test_matmul_integer_to_float(per_column, zero_points, bias):
+    a = _codes(np.uint8, (2, 5, 32))
+    w = _codes(np.int8, (32, 12))
+    inits = {"w": w, "sa": np.float32(0.02),
+             "sb": (RNG.random(12) * 0.01 + 0.002).astype(np.float32) if per_column else np.float32(0.004)}
+    names = ["a", "w", "sa", "sb"]
+    if zero_points or bias:
+        inits["za"] = np.uint8(120)
+        names.append("za")
+    if zero_points:
+        inits["zb"] = RNG.integers(-3, 3, 12).astype(np.int8) if per_column else np.int8(2)
+    names.append("zb" if zero_points else "")
+    if bias:
+        inits["bias"] = RNG.standard_normal(12).astype(np.float32)
+        names.append("bias")
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node("MatMulIntegerToFloat", names, ["y"], domain=MS)
+    check_ort(contrib_model([node], {"a": a}, ["y"], inits), {"a": a}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+@pytest.mark.parametrize("weight", [np.int8, np.uint8])
+def test_dynamic_quantize_matmul(weight, target):
+    a = RNG.standard_normal((3, 7, 32)).astype(np.float32)
+    w = _codes(weight, (32, 16))
+    inits = {"w": w, "sb": (RNG.random(16) * 0.01 + 0.002).astype(np.float32),
+             "zb": np.full(16, 0 if weight == np.int8 else 128, weight), "bias": RNG.standard_normal(16).astype(np.float32)}
+    node = helper.make_node("DynamicQuantizeMatMul", ["a", "w", "sb", "zb", "bias"], ["y"], domain=MS)
+    check_ort(contrib_model([node], {"a": a}, ["y"], inits), {"a": a}, rtol=1e-5, atol=1e-5, target=target)

@@ -6,6 +6,9 @@ op fuses as any other, and QuantizeLinear rounds half to even and saturates as O
 
 onnxruntime computes some of these in its own order (QLinearAdd as ``(a - za) * sa/sc + (b - zb) * sb/sc``,
 QLinearSigmoid by a table): an output can sit one code away where the exact value is a rounding tie.
+
+``MatMulIntegerToFloat`` / ``DynamicQuantizeMatMul`` (onnxruntime's fusions of the dynamic quantizer's output)
+become that output again: (DynamicQuantizeLinear,) MatMulInteger, Cast, Mul by the product of the scales.
 """
 
 from __future__ import annotations
@@ -120,3 +123,34 @@ def qgemm(node: ir.Node, b: Builder) -> list:
     if b.input(7) is None:
         return [y]
     return [_q(b, y, b.input(7), b.input(8), b.input(0))]
+
+
+def _integer_matmul(b: Builder, a_q: ir.Value, a_zp: ir.Value | None, a_scale: ir.Value, w: ir.Value,
+                    w_scale: ir.Value, w_zp: ir.Value | None, bias: ir.Value | None, shape) -> ir.Value:
+    """Cast(MatMulInteger(a_q, w, a_zp, w_zp)) * (a_scale * w_scale) (+ bias): what the dynamic quantizer writes."""
+    inputs = [a_q, w, a_zp, w_zp]
+    while inputs[-1] is None:
+        inputs.pop()
+    acc = b.op("MatMulInteger", inputs, dtype=ir.DataType.INT32, shape=shape)
+    scale = b.op("Mul", [a_scale, w_scale], shape=w_scale.shape)
+    y = b.op("Mul", [b.op("Cast", [acc], {"to": FLOAT.value}, dtype=FLOAT), scale], dtype=FLOAT, shape=shape)
+    return b.op("Add", [y, bias], shape=shape) if bias is not None else y
+
+
+@expansion("MatMulIntegerToFloat")
+def matmul_integer_to_float(node: ir.Node, b: Builder) -> list:
+    """(A, B, a_scale, b_scale, a_zp?, b_zp?, bias?) -> the float product of the dequantized A and B."""
+    return [_integer_matmul(b, b.input(0), b.input(4), b.input(2), b.input(1), b.input(3), b.input(5), b.input(6),
+                            node.outputs[0].shape)]
+
+
+@expansion("DynamicQuantizeMatMul")
+def dynamic_quantize_matmul(node: ir.Node, b: Builder) -> list:
+    """(A float, B, b_scale, b_zp?, bias?): A quantized to uint8 on the GPU (DynamicQuantizeLinear), then as
+    MatMulIntegerToFloat."""
+    a_q, a_scale, a_zp = b.op("DynamicQuantizeLinear", [b.input(0)], outputs=3, dtype=ir.DataType.UINT8,
+                              shape=b.input(0).shape)
+    a_scale.dtype, a_zp.dtype = FLOAT, ir.DataType.UINT8
+    a_scale.shape, a_zp.shape = ir.Shape([]), ir.Shape([])
+    return [_integer_matmul(b, a_q, a_zp, a_scale, b.input(1), b.input(2), b.input(3), b.input(4),
+                            node.outputs[0].shape)]

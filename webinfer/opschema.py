@@ -80,7 +80,7 @@ _CONTRIB = ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "Multi
             "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu", "FusedMatMul",
             "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool",
             "QLinearAveragePool", "QLinearSoftmax", "QLinearConcat", "QGemm", "MatMulIntegerToFloat",
-            "DynamicQuantizeMatMul")
+            "DynamicQuantizeMatMul", "QuantizeLinear", "DequantizeLinear")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 _DECLARED: list[OpSchema] = [

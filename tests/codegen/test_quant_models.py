@@ -76,3 +76,13 @@ def test_quantize_dynamic(net, weight, target, tmp_path):
         np.testing.assert_array_equal(g, w)
     err = np.abs(got[0] - want[0]).max() / np.abs(want[0]).max()
     assert err <= 1e-2, err  # a flipped activation code after the first layer moves the output ~0.4 %
+
+
+@pytest.mark.parametrize("activation,weight", [("QInt16", "QInt8"), ("QUInt16", "QUInt8"), ("QUInt8", "QInt4")])
+def test_quantize_static_contrib_qdq(activation, weight, tmp_path):
+    """onnxruntime's own com.microsoft Q/DQ (UseQDQContribOps: how it writes 16-bit and 4-bit codes at opset 17)."""
+    make, shape = NETS["block"]
+    model = qn.quantize_static(make(17), shape, tmp_path, activation=activation, weight=weight, per_channel=True,
+                               UseQDQContribOps=True)
+    assert any(n.domain == "com.microsoft" and n.op_type == "DequantizeLinear" for n in model.graph.node)
+    _agree(model, {"x": qn.inputs(shape, 7)})

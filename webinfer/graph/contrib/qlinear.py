@@ -154,3 +154,16 @@ def dynamic_quantize_matmul(node: ir.Node, b: Builder) -> list:
     a_scale.shape, a_zp.shape = ir.Shape([]), ir.Shape([])
     return [_integer_matmul(b, a_q, a_zp, a_scale, b.input(1), b.input(2), b.input(3), b.input(4),
                             node.outputs[0].shape)]
+
+
+@expansion("QuantizeLinear", "DequantizeLinear")
+def contrib_qdq(node: ir.Node, b: Builder) -> list:
+    """onnxruntime's own Q/DQ (its quantizer's ``UseQDQContribOps``: 16-bit and 4-bit codes before opset 21) are
+    ONNX's, whose kernels read every type at any opset."""
+    keys = ("axis", "block_size") if node.op_type == "DequantizeLinear" else ("axis", "block_size", "saturate")
+    attrs = {k: b.attr(k) for k in keys if b.attr(k) is not None}
+    inputs = list(node.inputs)
+    zp = inputs[2] if len(inputs) > 2 else None
+    dtype = (zp.dtype if zp is not None else ir.DataType.UINT8) if node.op_type == "QuantizeLinear" \
+        else inputs[1].dtype
+    return [b.op(node.op_type, inputs, attrs, dtype=dtype, shape=inputs[0].shape)]

@@ -77,7 +77,7 @@ _ELEMENTWISE = (
 )
 _CONTRIB = ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention", "Attention",
             "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
-            "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu", "FusedMatMul",
+            "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu", "FusedMatMul", "FusedConv",
             "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool",
             "QLinearAveragePool", "QLinearSoftmax", "QLinearConcat", "QGemm", "MatMulIntegerToFloat",
             "DynamicQuantizeMatMul", "QuantizeLinear", "DequantizeLinear")

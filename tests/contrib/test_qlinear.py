@@ -154,3 +154,21 @@ def test_dynamic_quantize_matmul(weight, target):
              "zb": np.full(16, 0 if weight == np.int8 else 128, weight), "bias": RNG.standard_normal(16).astype(np.float32)}
     node = helper.make_node("DynamicQuantizeMatMul", ["a", "w", "sb", "zb", "bias"], ["y"], domain=MS)
     check_ort(contrib_model([node], {"a": a}, ["y"], inits), {"a": a}, rtol=1e-5, atol=1e-5, target=target)
+
+
+@pytest.mark.parametrize("activation,params,z", [("Relu", [], False), ("LeakyRelu", [0.2], True),
+                                                 ("Clip", [-0.5, 0.7], False), ("HardSigmoid", [0.3, 0.4], True),
+                                                 ("Sigmoid", [], True), (None, [], False)])
+def test_fused_conv(activation, params, z):
+    x = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((6, 4, 3, 3)).astype(np.float32), "b": RNG.standard_normal(6).astype(np.float32)}
+    feeds = {"x": x}
+    names = ["x", "w", "b"]
+    if z:
+        feeds["z"] = RNG.standard_normal((1, 6, 9, 9)).astype(np.float32)
+        names.append("z")
+    attrs = {"activation": activation, "activation_params": params} if activation else {}
+    if not params:
+        attrs.pop("activation_params", None)
+    node = helper.make_node("FusedConv", names, ["y"], domain=MS, pads=[1, 1, 1, 1], **attrs)
+    check_ort(contrib_model([node], feeds, ["y"], inits), feeds)

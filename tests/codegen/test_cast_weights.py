@@ -119,3 +119,45 @@ def test_float16_weights_stay_packed(tmp_path):
     manifest = webinfer.build(model, str(tmp_path / "a"))
     stored = sum(s["bytes"] for s in manifest["shards"])
     assert 2 * D * D * 2 <= stored < 2 * D * D * 2 + 4096  # two bytes a value, not an f32 copy
+
+
+def _forms():
+    """(name, nodes, initializers, narrow bytes of the weight): how exporters spell a narrow weight."""
+    rng = np.random.default_rng(9)
+    k, n = 96, 80
+    w8 = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    u8 = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    h = (rng.standard_normal((n, k)) * 0.1).astype(np.float16)
+    mk = helper.make_node
+    cast = mk("Cast", ["w"], ["wf"], to=T.FLOAT)
+    return [
+        ("gemm-transB-per-row", [cast, mk("Mul", ["wf", "s"], ["ws"]), mk("Gemm", ["x", "ws", "b"], ["y"], transB=1)],
+         {"w": w8, "s": (rng.random((n, 1)) * 0.01).astype(np.float32), "b": rng.standard_normal(n).astype(np.float32)},
+         n * k),
+        ("transposed", [cast, mk("Mul", ["s", "wf"], ["ws"]), mk("Transpose", ["ws"], ["wt"], perm=[1, 0]),
+                        mk("MatMul", ["x", "wt"], ["y"])], {"w": w8, "s": (rng.random((n, 1)) * 0.01).astype(np.float32)},
+         n * k),
+        ("per-K-scale", [cast, mk("Mul", ["wf", "s"], ["ws"]), mk("MatMul", ["x", "ws"], ["y"])],
+         {"w": w8.T.copy(), "s": (rng.random((k, 1)) * 0.01).astype(np.float32)}, n * k),  # dequantized per run
+        ("uint8-zero-per-column", [cast, mk("Sub", ["wf", "z"], ["wz"]), mk("Mul", ["wz", "s"], ["ws"]),
+                                   mk("MatMul", ["x", "ws"], ["y"])],
+         {"w": u8, "z": rng.integers(100, 150, n).astype(np.float32), "s": (rng.random(n) * 0.01).astype(np.float32)},
+         n * k),
+        ("f16-transposed", [cast, mk("Transpose", ["wf"], ["wt"]), mk("MatMul", ["x", "wt"], ["y"])], {"w": h},
+         2 * n * k),
+    ]
+
+
+@pytest.mark.parametrize("form", range(len(_forms())), ids=[f[0] for f in _forms()])
+def test_weight_forms(form, tmp_path):
+    _, nodes, inits, narrow = _forms()[form]
+    g = helper.make_graph(nodes, "w", [helper.make_tensor_value_info("x", T.FLOAT, [3, 96])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)],
+                          [nh.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.random.default_rng(form).standard_normal((3, 96)).astype(np.float32)}
+    want = ort_run(model, feeds)[0]
+    got = WebinferRep(model).run(feeds)[0]
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    stored = sum(s["bytes"] for s in webinfer.build(model, str(tmp_path / "a"))["shards"])
+    assert narrow <= stored <= narrow + 4096  # the weight at its own width (+ scales, bias), never an f32 copy

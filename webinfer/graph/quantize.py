@@ -173,10 +173,17 @@ class _Rewriter:
         if node is None or node.op_type != "Cast" or node.domain != "" \
                 or node.attributes["to"].as_int() != ir.DataType.FLOAT.value:
             return None
-        w = const(node.inputs[0])
+        src = node.inputs[0]
+        inner = src.producer()
+        if const(src) is None and inner is not None and inner.op_type == "Transpose" and inner.domain == "":
+            perm = inner.attributes.get("perm")  # Cast(Transpose(w)), as sink_transposes leaves it
+            if perm is not None and list(perm.as_ints()) != [1, 0]:
+                return None
+            src, n_major = inner.inputs[0], not n_major
+        w = const(src)
         if w is None or w.dtype != np.float16 or w.ndim != 2:
             return None
-        return node.inputs[0], (w if n_major else w.T)
+        return src, (w if n_major else w.T)
 
     def emit_half(self, node: ir.Node, src: ir.Value, w_nk: np.ndarray, bias: np.ndarray | None) -> None:
         key = ("f16", id(src), w_nk.shape)

@@ -1,11 +1,11 @@
 """How each ONNX element type is stored on the GPU and on the host. Standard library only.
 
-WGSL has 32-bit scalars (and f16 behind a feature), so 8/16-bit integers widen to 32 bits in GPU
+WGSL has 32-bit scalars (and f16 behind a feature), so 16-bit integers widen to 32 bits in GPU
 memory: int64 lives as i32 (values outside i32 are refused where they enter), bool as u32 0/1, float64
 as f32. ``compute`` is the WGSL type kernels compute in; ``storage`` the element type of the buffer.
 
 The low-precision storage formats are *packed* instead (``bits`` < 32): bfloat16 holds 2 values per u32,
-the float8 formats 4, int4/uint4/float4e2m1 8 and int2/uint2 16, element ``i`` in bits
+the float8 formats and int8/uint8 4 (quantized weights and activations stay a byte each), int4/uint4/float4e2m1 8 and int2/uint2 16, element ``i`` in bits
 ``[(i % per) * bits, ...)`` of word ``i / per`` (little-endian, the order of numpy's bytes). Kernels read
 and write them through the prelude's accessors, which decode to ``compute`` and encode back in WGSL
 (``codegen/packed.py``); the runtime packs and unpacks at the boundary. So weights stored as int4 stay
@@ -40,8 +40,8 @@ DTYPES: dict[str, DType] = {
     d.name: d
     for d in [
         DType("float32", 1, "f", 4, "f32", "f32"),
-        DType("uint8", 2, "B", 1, "u32", "u32"),
-        DType("int8", 3, "b", 1, "i32", "i32"),
+        DType("uint8", 2, "B", 1, "u32", "u32", 8),
+        DType("int8", 3, "b", 1, "u32", "i32", 8),
         DType("uint16", 4, "H", 2, "u32", "u32"),
         DType("int16", 5, "h", 2, "i32", "i32"),
         DType("int32", 6, "i", 4, "i32", "i32"),
@@ -90,4 +90,4 @@ def wide_dtype(name: str) -> str:
     d = DTYPES[name]
     if not d.packed:
         return name
-    return {"f32": "float32", "i32": "int8", "u32": "uint8"}[d.compute]
+    return {"f32": "float32", "i32": "int32", "u32": "uint32"}[d.compute]

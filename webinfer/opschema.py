@@ -25,7 +25,7 @@ MICROSOFT_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 # Quantized weight layouts (graph/quantize.py writes them, codegen/kernels/quant_matmul.py reads them):
 # blocks of QUANT_BLOCK values along K, PER_WORD values per u32 word.
 QUANT_BLOCK = 32
-PER_WORD = {"int8": 4, "int4": 8, "f32": 1, "nbits4": 8, "nbits8": 4}  # nbits*: onnxruntime's MatMulNBits bytes
+PER_WORD = {"int8": 4, "int4": 8, "f32": 1, "f16": 2, "nbits4": 8, "nbits8": 4}  # nbits*: MatMulNBits bytes
 
 # Shape arithmetic on small static integer tensors runs on the host (shape inference, the passes, the lowering's
 # folding, the ONNX backend's host inputs): at most this many elements. Anything bigger, or with a symbolic dim,
@@ -84,7 +84,9 @@ _ELEMENTWISE = (
 _CONTRIB = ("MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention", "Attention",
             "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
             "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "QuickGelu",
-            "DynamicQuantizeLSTM")
+            "DynamicQuantizeLSTM", "FusedMatMul", "FusedConv", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
+            "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearSoftmax", "QLinearConcat",
+            "QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QuantizeLinear", "DequantizeLinear")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 _DECLARED: list[OpSchema] = [

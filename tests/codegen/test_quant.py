@@ -1,8 +1,10 @@
-"""(De)quantization against onnx.reference: per-tensor, per-axis, blocked, saturation, half-to-even."""
+"""(De)quantization against onnx.reference: per-tensor, per-axis, blocked, saturation, half-to-even; the
+dynamic quantizer's MatMulInteger / ConvInteger per kernel class against onnxruntime (exact int32)."""
 
 import numpy as np
 import pytest
-from oprefs import check_node
+from onnx import helper
+from oprefs import TARGETS, check_node, make_model
 
 rng = np.random.default_rng(0)
 
@@ -48,3 +50,47 @@ def test_dequantize():
 def test_dynamic_quantize(lo, hi, shape):
     x = rng.uniform(lo, hi, size=shape).astype(np.float32)
     check_node("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
+
+
+# -- the dynamic quantizer's integer kernels, per kernel class, against onnxruntime ---------------------------
+def _ort_equal(model, feeds, target):
+    from contrib.ort_ref import ort_run
+
+    from webinfer.backend import WebinferRep
+
+    want = ort_run(model, feeds)
+    got = WebinferRep(model, target=target).run(feeds)
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rows,k,n,w_dtype,zero", [(1, 64, 24, np.int8, "none"), (7, 96, 40, np.int8, "a"),
+                                                   (5, 33, 17, np.uint8, "both"), (3, 64, 20, np.uint8, "column")])
+def test_matmul_integer(rows, k, n, w_dtype, zero, target):
+    """uint8 activations x int8/uint8 constant weights (read packed), zero points per tensor or per column."""
+    a = rng.integers(0, 256, (2, rows, k)).astype(np.uint8)
+    w = rng.integers(*((-128, 128) if w_dtype == np.int8 else (0, 256)), (k, n)).astype(w_dtype)
+    inits = {"w": w}
+    names = ["a", "w"]
+    if zero != "none":
+        inits["za"] = np.uint8(117)
+        names.append("za")
+    if zero in ("both", "column"):
+        inits["zw"] = (rng.integers(100, 150, n) if zero == "column" else np.array(131)).astype(w_dtype)
+        names.append("zw")
+    model = make_model([helper.make_node("MatMulInteger", names, ["y"])], {"a": a}, ["y"], inits, opset=17)
+    _ort_equal(model, {"a": a}, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("w_dtype,w_zero,group", [(np.int8, 0, 1), (np.uint8, 128, 1), (np.int8, 0, 4)])
+def test_conv_integer(w_dtype, w_zero, group, target):
+    x = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    w = rng.integers(*((-128, 128) if w_dtype == np.int8 else (0, 256)), (16, 8 // group, 3, 3)).astype(w_dtype)
+    inits = {"w": w, "zx": np.uint8(121), "zw": np.array(w_zero, w_dtype)}
+    node = helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1, 1, 1, 1], strides=[2, 1],
+                            group=group)
+    model = make_model([node], {"x": x}, ["y"], inits, opset=17)
+    _ort_equal(model, {"x": x}, target)

@@ -86,7 +86,7 @@ MINIFLOATS = {
 # f16 subnormals to zero (lavapipe does), the integer path does not.
 FLOAT16 = MiniFloat("f16", 5, 10, 15, "ieee")
 _TAGS = {f.tag: f for f in [*MINIFLOATS.values(), FLOAT16]}
-_SIGNED_INT_BITS = {"int4": 4, "int2": 2}
+_SIGNED_INT_BITS = {"int8": 8, "int4": 4, "int2": 2}
 
 
 # -- expressions used by the prelude's accessors and by Cast ---------------------------------------------

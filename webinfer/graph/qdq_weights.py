@@ -1,5 +1,6 @@
 """A MatMul/Gemm weight written as ``DequantizeLinear(constant int4/uint4/int8/uint8, scale[, zero_point])`` ->
-the packed ``nbits`` layout of webinfer's ``MatMulQ`` (the one onnxruntime's MatMulNBits uses, see
+the packed ``nbits`` layout of webinfer's ``MatMulQ``; so is ``Cast(constant int8/uint8) [- zero point] [* scale]``,
+the way some exporters store int8 weights without DequantizeLinear (the one onnxruntime's MatMulNBits uses, see
 graph/contrib/quant.py), so the weight stays 4 (or 8) bits per value in the artifact and in GPU memory and
 the quantized GEMV/GEMM kernels read it: ONNX's opset-21 way of storing quantized weights.
 
@@ -43,8 +44,11 @@ def dequantized_weight(value: ir.Value, n_major: bool) -> PackedWeight | None:
     """The packed form of ``value`` when a DequantizeLinear of constants produces it as a 2-D weight; ``n_major``:
     the weight is [N, K] (Gemm's transB, or under a Transpose), else [K, N] (MatMul's B)."""
     node = value.producer() if value is not None else None
-    if node is None or node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx"):
+    if node is None or node.domain not in ("", "ai.onnx"):
         return None
+    if node.op_type != "DequantizeLinear":
+        found = _cast_dequantized(value, n_major)
+        return _packed(*found, n_major) if found is not None else None
     q, scale = const(node.inputs[0]), const(node.inputs[1])
     zp_value = node.inputs[2] if len(node.inputs) > 2 else None
     zp = const(zp_value) if zp_value is not None else None
@@ -52,12 +56,58 @@ def dequantized_weight(value: ir.Value, n_major: bool) -> PackedWeight | None:
         return None
     if q.dtype.name not in _BITS or scale.dtype != np.float32 or "output_dtype" in node.attributes:
         return None
+    axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 1
+    block = node.attributes["block_size"].as_int() if "block_size" in node.attributes else 0
+    return _packed(node.inputs[0], q, scale, zp, axis + 2 if axis < 0 else axis, block, n_major)
+
+
+def _cast_dequantized(value: ir.Value, n_major: bool):
+    """``Cast(q) [- zero_point] [* scale]`` of constants (int8/uint8/int4 codes, a scale per tensor or per
+    output column, the weights of models that store them so) as DequantizeLinear's (source, q, scale, zero
+    point, axis, block); None for anything else."""
+    node = value.producer()
+    scale = np.ones((), np.float32)
+    if node.op_type == "Mul":
+        a, b = node.inputs
+        side = [v for v in (a, b) if const(v) is not None]
+        if len(side) != 1:
+            return None
+        scale = const(side[0])
+        node = (b if side[0] is a else a).producer()
+    zp = None
+    if node is not None and node.op_type == "Sub" and node.domain in ("", "ai.onnx"):
+        zp = const(node.inputs[1])
+        node = node.inputs[0].producer() if zp is not None else None
+    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
+        return None
+    q = const(node.inputs[0])
+    if q is None or q.ndim != 2 or node.attributes["to"].as_int() != ir.DataType.FLOAT.value:
+        return None
+    n_axis = 0 if n_major else 1
+    per_column = [1, 1]
+    per_column[n_axis] = q.shape[n_axis]
+    scale, zp = (None if v is None else np.asarray(v) for v in (scale, zp))
+    for v in (scale, zp):
+        if v is not None and v.size > 1 and not (v.size == q.shape[n_axis] and (
+                (v.ndim == 1 and n_axis == 1) or (v.ndim == 2 and list(v.shape) == per_column))):
+            return None  # not one value per tensor or per output column
+    if scale.dtype != np.float32 or (zp is not None and zp.dtype.kind != "f" and zp.dtype != q.dtype):
+        return None
+    if zp is not None and zp.dtype.kind == "f":
+        if not np.array_equal(zp, np.rint(zp)):
+            return None
+        zp = zp.astype(np.int32)
+    return node.inputs[0], q, scale.reshape(-1) if scale.size > 1 else scale.reshape(()), \
+        (zp.reshape(-1) if zp.size > 1 else zp.reshape(())) if zp is not None else None, n_axis, 0
+
+
+def _packed(source: ir.Value, q: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, axis: int, block: int,
+            n_major: bool) -> PackedWeight | None:
+    if q.dtype.name not in _BITS:
+        return None
     k_axis = 1 if n_major else 0
     n_axis = 1 - k_axis
     k, n = q.shape[k_axis], q.shape[n_axis]
-    axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 1
-    axis = axis + 2 if axis < 0 else axis
-    block = node.attributes["block_size"].as_int() if "block_size" in node.attributes else 0
     per_element = _per_element_block(scale, axis, block, k_axis, n_axis, k)
     if per_element is None:
         return None
@@ -68,7 +118,7 @@ def dequantized_weight(value: ir.Value, n_major: bool) -> PackedWeight | None:
     shift = _SHIFT[q.dtype.name]
     codes = (q.T if not n_major else q).astype(np.int32) + shift
     bits = _BITS[q.dtype.name]
-    return PackedWeight(node.inputs[0], _pack_rows(codes, blocks * qb, bits),
+    return PackedWeight(source, _pack_rows(codes, blocks * qb, bits),
                         _params(scale_nb, zp_nb.astype(np.float32) + np.float32(shift)),
                         f"nbits{bits}", qb, int(k), int(n))
 

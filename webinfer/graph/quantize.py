@@ -12,6 +12,8 @@ Formats (``words`` is uint32 [N, Kp / per_word], ``params`` float32):
   k + 4 + j in its high nibble; params [N, Kp/32, 2] hold (255 * scale, min) (``unpack4x8unorm`` of the
   masked nibbles yields q / 255, so w = q/255 * (255 * scale) + min).
 - ``f32``: no packing (words are float32 [N, K]); used to share a tied table without quantizing.
+- ``f16``: a float16 weight the model stores so (``Cast(float16 constant)``), kept as it is: 2 values per
+  word, value k in the low half of word k / 2 (unpack2x16float), rows of K padded to a multiple of 4.
 
 Embedding tables (and a LM head tied to one) are stored int8 also under ``int4``: they decide the top-1
 token, and GGUF "Q4_1" files keep them at Q8_0 (symmetric int8 blocks of 32: our int8 recovers them to
@@ -160,10 +162,49 @@ class _Rewriter:
         self.replace(node, "MatMulQ", [node.inputs[0], *inputs],
                      {"format": w.fmt, "k": w.k, "n": w.n, "block": w.block})
 
+    def half(self, b: ir.Value, n_major: bool) -> tuple[ir.Value, np.ndarray] | None:
+        """(source, N-major float16 [N, K]) for a weight read as ``Cast(float16 constant)`` (also transposed)."""
+        node = b.producer() if b is not None else None
+        if node is not None and node.op_type == "Transpose" and node.domain == "":
+            perm = node.attributes.get("perm")
+            if perm is not None and list(perm.as_ints()) != [1, 0]:
+                return None
+            node, n_major = node.inputs[0].producer(), not n_major
+        if node is None or node.op_type != "Cast" or node.domain != "" \
+                or node.attributes["to"].as_int() != ir.DataType.FLOAT.value:
+            return None
+        src = node.inputs[0]
+        inner = src.producer()
+        if const(src) is None and inner is not None and inner.op_type == "Transpose" and inner.domain == "":
+            perm = inner.attributes.get("perm")  # Cast(Transpose(w)), as sink_transposes leaves it
+            if perm is not None and list(perm.as_ints()) != [1, 0]:
+                return None
+            src, n_major = inner.inputs[0], not n_major
+        w = const(src)
+        if w is None or w.dtype != np.float16 or w.ndim != 2:
+            return None
+        return src, (w if n_major else w.T)
+
+    def emit_half(self, node: ir.Node, src: ir.Value, w_nk: np.ndarray, bias: np.ndarray | None) -> None:
+        key = ("f16", id(src), w_nk.shape)
+        if key not in self.packed:
+            n, k = w_nk.shape
+            rows = np.zeros((n, -(-k // 4) * 4), np.float16)  # K padded to whole vec4s
+            rows[:, :k] = w_nk
+            self.packed[key] = new_initializer(self.graph, rows.view("<u4").astype(np.uint32), f"{src.name or 'w'}.f16")
+        inputs = [node.inputs[0], self.packed[key]]
+        if bias is not None:
+            inputs += [None, new_initializer(self.graph, bias, f"{src.name or 'w'}.bias")]
+        self.replace(node, "MatMulQ", inputs, {"format": "f16", "k": int(w_nk.shape[1]), "n": int(w_nk.shape[0])})
+
     def matmul(self, node: ir.Node) -> None:
         packed = self.dequantized(node.inputs[1], n_major=False)
         if packed is not None:
             self.emit_dequantized(node, packed, None, 1.0)
+            return
+        half = self.half(node.inputs[1], n_major=False)
+        if half is not None:
+            self.emit_half(node, *half, None)
             return
         found = self.weight_nk(node.inputs[1])
         if found is None or (self.fmt is None and found[2] and not self.f32_worth_n_major(found[1])):
@@ -176,11 +217,15 @@ class _Rewriter:
         if attrs.get("transA", 0):
             return
         packed = self.dequantized(node.inputs[1], n_major=bool(attrs.get("transB", 0)))
+        half = None
+        if packed is None and float(attrs.get("alpha", 1.0)) == 1.0:
+            half = self.half(node.inputs[1], n_major=bool(attrs.get("transB", 0)))
         b = const(node.inputs[1])
-        if packed is None and (b is None or b.ndim != 2 or b.dtype != np.float32
+        if packed is None and half is None and (b is None or b.ndim != 2 or b.dtype != np.float32
                                or (self.fmt is None and not self.f32_worth_n_major(b))):
             return
-        n = packed.n if packed is not None else b.shape[0] if attrs.get("transB", 0) else b.shape[1]
+        n = packed.n if packed is not None else half[1].shape[0] if half is not None else \
+            b.shape[0] if attrs.get("transB", 0) else b.shape[1]
         bias = None
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             c = const(node.inputs[2])
@@ -189,6 +234,9 @@ class _Rewriter:
             bias = np.broadcast_to(c.reshape(-1) * np.float32(attrs.get("beta", 1.0)), (n,)).astype(np.float32)
         if packed is not None:
             self.emit_dequantized(node, packed, bias, float(attrs.get("alpha", 1.0)))
+            return
+        if half is not None:
+            self.emit_half(node, *half, bias)
             return
         w_nk, transposed = (b, False) if attrs.get("transB", 0) else (b.T, True)
         self.emit_matmul(node, node.inputs[1], w_nk, transposed, bias, float(attrs.get("alpha", 1.0)))

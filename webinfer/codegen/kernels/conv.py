@@ -339,7 +339,9 @@ def lower_qlinear_conv(ctx) -> None:
 
 
 def integer_conv(ctx, xz_index: int, wz_index: int, bias, out) -> None:
-    """Conv of (x - x_zero) and (w - w_zero) in i32; constant weights have their zero point folded in."""
+    """Conv of (x - x_zero) and (w - w_zero) in i32. int8/uint8 weights stay packed 4 per word (the kernel reads
+    them through the prelude's accessors), their zero point subtracted on load; the GPU classes' implicit GEMM
+    takes none, so there a constant weight with a non-zero zero point has it folded in (as i32)."""
     x, w = ctx.inputs[0], ctx.inputs[wz_index - 2]
     cs = conv_shape(ctx, w, False)
     win = window(ctx, list(x.shape[2:]), cs.kernel)
@@ -347,7 +349,10 @@ def integer_conv(ctx, xz_index: int, wz_index: int, bias, out) -> None:
     if ctx.has_input(xz_index):
         extra["xz"], x_zero = ctx.inputs[xz_index], "i32(ld_xz(0u))"
     wz = ctx.inputs[wz_index] if ctx.has_input(wz_index) else None
-    if wz is not None and w.value is not None and wz.value is not None:
+    if wz is not None and wz.value is not None and not wz.value.any():
+        wz = None  # symmetric weights (onnxruntime's int8 default): read packed as they are
+    if wz is not None and w.value is not None and wz.value is not None and ctx.kclass.workgroup_memory:
+        # the implicit GEMM takes no weight zero point: fold it in (the weight widens to i32)
         zp = wz.value.astype(np.int32).reshape((-1,) + (1,) * (w.rank - 1))
         w, wz = _const(ctx, w.value.astype(np.int32) - zp), None
     if wz is not None:

@@ -24,6 +24,7 @@ from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 # 1.26 -> 1.35, 576x1536 1.88-2.18 -> 2.21-2.37, 1536x576 2.21 -> 2.41); 8-bit ones keep 4 (576x1536: 2.9
 # with 4, 2.8-2.9 with 8).
 AFFINE_FORMATS = ("int4", "nbits4", "nbits8")  # block parameters (scale, minimum) pairs in qp
+PLAIN_FORMATS = ("f32", "f16")  # float weights, no blocks: read a vec4 of K at a time
 # 8 invocations per workgroup (one SIMD group of llvmpipe's): a 576x192 int4 GEMV is 24 invocations, which one
 # workgroup of 64 ran on one of the two cores' threads. SmolLM2-135M int4 decode, software class, same process,
 # alternating: 13.2 -> 16.8-17.8 tok/s median (64 -> 8); 4: 13.0; 16: 15.5; int8 14.4 -> 15.6; fp32 unchanged.
@@ -54,13 +55,14 @@ def _weight_reads(ctx, suffix: str = "") -> dict:
 def _common(ctx, reads: dict, epilogue_fn: str) -> dict:
     """The template context every packed matmul step shares."""
     fmt, k, n = ctx.attr("format"), int(ctx.attr("k")), int(ctx.attr("n"))
-    xvec = k % (4 if fmt == "f32" else 32) == 0
-    wvec = fmt == "f32" and k % 4 == 0
-    qvec = fmt != "f32"  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
-    vec4 = (["x"] if xvec else []) + (["wq"] if wvec or qvec else [])
+    plain = fmt in PLAIN_FORMATS
+    xvec = k % (4 if plain else 32) == 0
+    wvec = fmt == "f16" or (fmt == "f32" and k % 4 == 0)  # f16 rows are padded to whole vec4s
+    qvec = not plain  # a block of 32 is 4 (int4) or 8 (int8) whole words: vec4<u32> loads
+    vec4 = (["x"] if xvec else []) + (["wq"] if (wvec or qvec) and fmt != "f16" else [])
     # the affine formats' (scale, minimum) pairs as one vec2 load each (lavapipe: int4 576x49152 GEMV on int8
-    # activations 5.5 -> 4.6 ms, same process)
-    vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else []
+    # activations 5.5 -> 4.6 ms, same process); f16 words two at a time (4 values)
+    vec2 = ["qp"] if fmt in AFFINE_FORMATS and ctx.has_input(2) else ["wq"] if fmt == "f16" else []
     return dict(fmt=fmt, K=k, N=n, per_word=PER_WORD[fmt], xvec=xvec, wvec=wvec, vec4_vars=vec4, vec2_vars=vec2,
                 has_bias=ctx.has_input(3), qvec=qvec, epilogue_fn=epilogue_fn, shifts=ctx.kclass.unpack_by_shifts,
                 texture_vars=weight_textures(ctx, fmt, reads), **nbits_layout(ctx, fmt, k))
@@ -219,13 +221,13 @@ def weight_textures(ctx, fmt: str, reads: dict) -> dict:
 def _shares_x(ctx, fmt: str, lanes_per_row: int) -> bool:
     """Whether the packed GEMV/GEMM loads x by subgroup broadcast (quant_matmul.wgsl.j2 ``sgx``): a block of x
     is 8 vec4s, one a lane of a subgroup of 8 (the class's subgroup_lanes) whose lanes share x's rows."""
-    return fmt != "f32" and ctx.kclass.subgroup_lanes == 8 and lanes_per_row % 8 == 0
+    return fmt not in PLAIN_FORMATS and ctx.kclass.subgroup_lanes == 8 and lanes_per_row % 8 == 0
 
 
 def _sizes(k: int, n: int, layout: dict, rows: int | None = None) -> dict:
     """The sizes quant_matmul.wgsl.j2 reads as params (uniforms: one shader for every K and N); the block
     size QB and K % 4 stay in the code."""
-    sizes = {"K": k, "N": n, "NB": -(-k // 32)}
+    sizes = {"K": k, "N": n, "NB": -(-k // 32), "KP": -(-k // 4) * 4}
     sizes.update({name: layout[name] for name in ("NBQ", "RW") if name in layout})
     if rows is not None:
         sizes["V"] = rows
@@ -265,18 +267,20 @@ def _gpu_gemv(ctx, reads: dict, out, when, fmt: str, k: int, n: int, wvec: bool,
     RMSNorm (input 4 its scale) normalizes x in the GEMV's loads. ``paired``: reads hold a partner's weights
     too (wq2, qp2, bias2), for an ``epi(base, base2, ...)`` epilogue."""
     nb = -(-k // 32)
-    wpr = {"f32": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
+    wpr = {"f32": -(-k // 4), "f16": -(-k // 4), "int8": nb * 8, "int4": nb * 4}.get(fmt, layout.get("RW", 0))
     sizes = {"K": k, "N": n, "NB": nb, "WPR": wpr, **({"NBQ": layout["NBQ"]} if "NBQ" in layout else {})}
     common = dict(when=when, fmt=fmt, xvec=k % 4 == 0, params=sizes)
     if ctx.kclass.int8_activations(fmt):
         reads = _quantize_x(ctx, reads, k, when)
-    vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (["wq"] + (["wq2"] if paired else []) if wvec else [])
+    weights = ["wq"] + (["wq2"] if paired else []) if wvec else []
+    vec4 = (["x"] if k % 4 == 0 and "x" in reads else []) + (weights if fmt != "f16" else [])
     if eps is not None:
         reads = {**reads, "ns": ctx.inputs[4]}
         vec4 += ["ns"] if k % 4 == 0 else []
         common["norm_eps"] = literal(eps)
     ctx.dispatch("gemv.wgsl.j2", reads, {"out": out}, grid=grid_2d(D.ceildiv(n, GPU_GEMV_TN)), wg=GPU_GEMV_WG,
-                 kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, has_bias="bias" in reads,
+                 kind="nk", tn=GPU_GEMV_TN, wvec=wvec, vec4_vars=vec4, vec2_vars=weights if fmt == "f16" else [],
+                 has_bias="bias" in reads,
                  paired=paired, has_bias2="bias2" in reads,
                  epilogue_fn=epilogue_fn, subgroups=ctx.kclass.use_subgroups, dp4a="xq" in reads, **common,
                  **layout)
@@ -305,11 +309,13 @@ def _tiled_gemm(ctx, reads: dict, out, rows, n: int, k: int, when, fmt: str, wve
     if epilogue_fn:
         epilogue = f"epi({epilogue}, row, col, idx)"
     a_vec = k % 4 == 0
-    params = {"M": rows, "N": n, "K": k, "MN": D.mul(rows, n), "sam": k, "sak": 1, "scm": 0, "scn": 1}
+    params = {"M": rows, "N": n, "K": k, "MN": D.mul(rows, n), "sam": k, "sak": 1, "scm": 0, "scn": 1,
+              **({"KP": -(-k // 4) * 4} if fmt == "f16" else {})}
     tiled_matmul(ctx, {"a": reads.pop("x"), **reads}, out, t, (rows, n, 1), params, when=when, brank=0, ct="f32",
                  epilogue=epilogue,
                  epilogue_fn=epilogue_fn, has_c=has_bias, zero={}, a_src="vec" if a_vec else "strided",
-                 b_src="q", fmt=fmt, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec else []),
+                 b_src="q", fmt=fmt, wvec=wvec, vec4_vars=(["a"] if a_vec else []) + (["wq"] if wvec and fmt != "f16" else []),
+                 vec2_vars=["wq"] if fmt == "f16" else [],
                  **layout)
 
 

@@ -19,7 +19,7 @@ import onnx_ir as ir
 from ...errors import UnsupportedOpError
 from ...opschema import WEBINFER_DOMAIN, op_key, op_label
 from ..passes._util import replace_value
-from . import activations, attention, norms, quant, recurrent  # noqa: F401  (register their expansions)
+from . import activations, attention, linear, norms, qlinear, quant, recurrent  # noqa: F401  (register their expansions)
 from .builder import EXPANSIONS, Builder
 
 

@@ -3,7 +3,8 @@ instance, a Conv weight produced by a Constant node or DequantizeLinear of const
 for conv_bn. The lowering folds all-constant nodes again; this only makes them visible earlier.
 Size limits are onnxscript's defaults, so huge constants are not materialised twice. Its per-node
 ONNX shape inference is on: it fills value shapes that the pair rules and MatMul->Gemm rely on
-(about 50 ms for a 115-node model).
+(about 50 ms for a 115-node model). A weight stored narrow and widened by ``Cast`` (float16, int8) is left for
+graph/quantize.py, which keeps it packed.
 
 onnxscript rewrites CastLike into a Cast without CastLike's ``saturate`` and ``round_mode`` (onnxscript
 0.5: float8 casts would then saturate when the model says not to), so CastLike nodes whose target type is
@@ -14,7 +15,9 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.optimizer import fold_constants
 
-from ._util import count_nodes
+from ._util import const, count_nodes
+
+_NARROW = (ir.DataType.FLOAT16, ir.DataType.INT8, ir.DataType.UINT8)
 
 
 def run(model: ir.Model) -> int:
@@ -28,7 +31,7 @@ def run(model: ir.Model) -> int:
     for v, _ in hidden:
         v.shape = None
     try:
-        fold_constants(model, onnx_shape_inference=True)
+        fold_constants(model, onnx_shape_inference=True, should_fold=keeps_packed_weight)
     finally:
         for v, shape in hidden:
             v.shape = shape
@@ -51,3 +54,16 @@ def castlike_to_cast(graph: ir.Graph) -> None:
         old.replace_all_uses_with(cast.outputs[0], replace_graph_outputs=True)
         graph.remove(node, safe=True)
         cast.outputs[0].name, cast.outputs[0].shape, cast.outputs[0].type = old.name, old.shape, old.type
+
+
+def keeps_packed_weight(node: ir.Node) -> bool | None:
+    """False for ``Cast(to=float)`` of a float16/int8/uint8 matrix constant: a weight the model stores narrow,
+    which graph/quantize.py keeps so (the matmul reads it packed); folding would widen it to f32 first."""
+    if node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return None
+    src = node.inputs[0]
+    if src is None or src.dtype not in _NARROW or node.attributes.get("to") is None \
+            or node.attributes["to"].as_int() != ir.DataType.FLOAT.value:
+        return None
+    value = const(src)
+    return False if value is not None and value.ndim == 2 else None

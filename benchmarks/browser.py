@@ -108,15 +108,19 @@ def run_page(browser, url: str, call: str, args, limit_s: float, log=print) -> d
     failed: list[str] = []
     try:
         page = context.new_page()
-        page.on("console", lambda m: m.type == "error" and log(f"[browser] {m.text[:300]}"))
+        # console errors go to the log, except onnxruntime-web's own warnings (it logs them as errors)
+        page.on("console", lambda m: m.type == "error" and "[W:onnxruntime" not in m.text
+                and log(f"[browser] {m.text[:300]}"))
         page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} for {urlparse(r.url).path}"))
         page.on("pageerror", lambda e: failed.append(f"page error: {str(e).splitlines()[0][:200]}"))
         try:
             page.goto(url + "bench.html")
-            page.wait_for_function("document.getElementById('status').textContent === 'ready'",
-                                   timeout=READY_S * 1e3)
+            status = page.wait_for_function("['ready', 'failed'].find((s) => s === document.getElementById("
+                                            "'status').textContent)", timeout=READY_S * 1e3).json_value()
         except Exception as e:
-            return {"error": f"the bench page did not load: {failed[0] if failed else _first_line(e)}"}
+            status = _first_line(e)
+        if status != "ready":
+            return {"error": f"the bench page did not load: {failed[0] if failed else status}"}
         page.evaluate("([call, args]) => { window.benchResult = null; window[call](...args).then("
                       "(r) => { window.benchResult = r; }, (e) => { window.benchResult = JSON.stringify("
                       "{error: String(e)}); }); }", [call, args])

@@ -190,3 +190,23 @@ def test_cli_bench_default_out_is_build(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == f"webinfer: error: would write to {os.path.join(root, 'build', 'bench')}"
     assert cli.main(["bench", "--out", str(tmp_path / "here")]) == 2
     assert capsys.readouterr().err.strip().endswith(f"would write to {tmp_path / 'here'}")
+
+
+def test_llm_rows_prefill_decode_and_first_result(tmp_path, monkeypatch):
+    """A tiny random Llama (exported like SmolLM2): onnxruntime CPU's teacher-forced loop (runner.time_llm) and
+    webinfer's Generator (runner.time_generator) each give prefill, decode and first-result cells, their
+    logits / greedy tokens checked against onnxruntime CPU's."""
+    import tiny_llama
+
+    monkeypatch.setattr(S, "artifact_dir", lambda: str(tmp_path / "cache"))
+    folder = tiny_llama.tiny_llama(tiny_llama.TINY)
+    spec = S.ModelSpec("tiny-llama", str(folder / "model.onnx"),
+                       llm={"prompt": [5, 17, 99, 3, 250, 42, 7, 300], "decode_tokens": 4})
+    rows = harness.run(str(tmp_path / "out"), quick=True, engines=["webinfer", "ort-cpu"], specs=[spec],
+                       kernels=False, log=lambda line: None)
+    cell = {(r["engine"], r["metric"]): r for r in rows}
+    assert len(rows) == len(cell) == 2 * 3
+    for engine in ("webinfer", "ort-cpu"):
+        for metric, unit in (("prefill 8 tok", "ms"), ("decode 4 tok", "tok/s"), ("first result", "ms")):
+            r = cell[(engine, metric)]
+            assert r["error"] is None and r["unit"] == unit and r["median"] > 0, r

@@ -67,3 +67,26 @@ def test_browser_engines_fill_every_cell(tmp_path):
             assert ("shard-000.bin" if engine == "webinfer-pyodide" else "session") in r["error"], r
     assert cell[("ort-web-wasm", "tiny", "latency")]["adapter"].startswith("wasm")
     assert cell[("webinfer-pyodide", "tiny", "first result")]["samples"] == 1
+
+
+def test_bench_page_that_cannot_load_says_why(tmp_path, browser):
+    """The bench site's files are real files (``webinfer serve`` follows no link out of a site); a site whose
+    Pyodide is a link out of it gives a cell naming the 404, at once rather than after a time-out."""
+    import shutil
+
+    from benchmarks.browser import build_site, run_page
+    from webinfer.serve import serve_in_thread
+    from webinfer.web import pyodide_dir
+
+    site = tmp_path / "site"
+    assert build_site(str(site), []) == {}
+    assert not [p for p in site.rglob("*") if p.is_symlink()]
+    shutil.rmtree(site / "pyodide")
+    (site / "pyodide").symlink_to(pyodide_dir())
+    server, url = serve_in_thread(str(site))
+    try:
+        result = run_page(browser, url, "benchOrt", [{}, "wasm"], 30, log=lambda line: None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result == {"error": "the bench page did not load: 404 for /pyodide/pyodide.mjs"}

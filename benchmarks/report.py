@@ -67,7 +67,8 @@ def markdown(rows: list[dict], wall_s: float, names: dict) -> str:
              "Median (min-max) after warm-up; a cell without a time says why. Outputs checked against "
              "onnxruntime CPU first. First result: making the engine (session, weights) plus its first run; "
              "in the browser a fresh page in a fresh context, so the runtime's start (Pyodide, "
-             "onnxruntime-web's wasm) counts; natively in a running worker, imports aside.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "onnxruntime-web's wasm) counts; natively in a running worker, imports aside.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for model, metric in keys:
         lines.append("| " + " | ".join([model, metric] + [cell(at.get((e, model, metric))) for e in engines]) + " |")
     lines += ["", "## webinfer vs peer (>1: webinfer faster)", ""]

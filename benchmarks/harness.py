@@ -91,13 +91,17 @@ class Settings:
         self.limit_s, self.llm_limit_s = (40, 60) if quick else (600, 1200)
 
 
+FIRST = ("first result", "ms", "first_result_ms")
+
+
 def metrics(spec: S.ModelSpec) -> list[tuple[str, str, str]]:
-    """(metric, unit, result key) per model."""
+    """(metric, unit, result key) per model: steady state, then the first result (load + first run; an
+    LLM's first run is its first prefill)."""
     if spec.llm is None:
-        return [("latency", "ms", "latency_ms")]
+        return [("latency", "ms", "latency_ms"), FIRST]
     return [(f"prefill {len(spec.llm['prompt'])} tok", "ms", "prefill_ms"),
             (f"decode {len(spec.llm.get('decode', [])) or spec.llm.get('decode_tokens')} tok", "tok/s",
-             "decode_tok_s")]
+             "decode_tok_s"), FIRST]
 
 
 def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | None = None) -> list[dict]:
@@ -118,13 +122,15 @@ def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | N
         if error is None and not values:
             row["error"] = "no measurement"
         elif error is None:
-            row.update(median=statistics.median(values), min=min(values), max=max(values))
+            row.update(median=statistics.median(values), min=min(values), max=max(values), samples=len(values))
         rows.append(row)
     return rows
 
 
 def unavailable(engine: str, spec: S.ModelSpec) -> str | None:
     """Why an engine cannot run a model at all (None: it can)."""
+    if spec.reference_error:
+        return spec.reference_error
     if spec.quantize and not engine.startswith("webinfer"):
         return f"not available: {spec.quantize} is a webinfer build option (no equivalent peer model)"
     if spec.artifact is None and engine.startswith("webinfer"):
@@ -152,7 +158,7 @@ def build_artifacts(specs: list[S.ModelSpec], log) -> None:
 
     root = S.artifact_dir()
     for sp in specs:
-        if sp.artifact:
+        if sp.artifact or sp.reference_error:
             continue
         out = os.path.join(root, sp.name.replace(" ", "-").lower())
         kwargs = {}
@@ -226,7 +232,12 @@ def run_natives(engines: list[str], specs: list[S.ModelSpec], settings: Settings
     results: dict[str, list[dict]] = {e: [] for e in engines}
     for i in range(passes):
         for engine in engines if i % 2 == 0 else engines[::-1]:
-            results[engine].append(native_results(engine, specs, settings, tmp, log, kernels=i == 0))
+            try:
+                result = native_results(engine, specs, settings, tmp, log, kernels=i == 0)
+            except Exception as e:  # the worker could not even start: each of its cells says why
+                why = f"worker did not start: {first_line(e)}"
+                result = {sp.name: {"model": sp.name, "error": why} for sp in specs}
+            results[engine].append(result)
     return [row for e in engines for row in native_rows(e, specs, results[e])]
 
 
@@ -281,6 +292,11 @@ def kernel_rows(engine: str, result: dict) -> list[dict]:
             for r in result["rows"]]
 
 
+def first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
+
+
 def _load(path: str) -> list:
     try:
         with open(path) as f:
@@ -319,9 +335,13 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     if models:  # names contain one of these (case-insensitive)
         specs = [sp for sp in specs if any(m.lower() in sp.name.lower() for m in models)]
     for sp in specs:
-        S.prepare(sp)
-        if sp.llm is None and sp.quantize is None:
-            sp.work = model_work(sp.onnx, sp.feeds)
+        try:
+            S.prepare(sp)
+            if sp.llm is None and sp.quantize is None:
+                sp.work = model_work(sp.onnx, sp.feeds)
+        except Exception as e:  # no reference, no check: every cell of the model says why
+            sp.reference_error = f"no reference: onnxruntime CPU failed: {first_line(e)}"
+            log(f"{sp.name}: {sp.reference_error}")
     log(f"references from onnxruntime CPU: {time.perf_counter() - t_start:.0f} s")
     build_artifacts(specs, log)
     rows = []
@@ -331,7 +351,11 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
         if browser_engines:
             from .browser import run_browser
 
-            rows += run_browser(browser_engines, specs, settings, tmp, rows_for, unavailable, log)
+            try:
+                rows += run_browser(browser_engines, specs, settings, tmp, rows_for, unavailable, log)
+            except Exception as e:  # the browser pass broke down as a whole: its cells say why
+                why = f"browser: {first_line(e)}"
+                rows += [r for eng in browser_engines for sp in specs for r in rows_for(eng, sp, None, why)]
     os.makedirs(out_dir, exist_ok=True)
     wall = time.perf_counter() - t_start
     write_all(rows, out_dir, wall, ENGINE_NAMES)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 from .runner import Engine, run_job
@@ -98,8 +99,6 @@ def forced_class(engine: str) -> str | None:
 
 def make_engine(name: str, job: dict):
     kclass = forced_class(name)
-    if name.startswith("webinfer") and "@" in name:
-        job = dict(job, artifact=baseline_artifact(name, job))
     if name.startswith("webinfer") and job.get("llm"):
         from webinfer.llm.generate import Generator
 
@@ -107,6 +106,17 @@ def make_engine(name: str, job: dict):
     if name.startswith("webinfer"):
         return WebinferNative(job["artifact"], kclass)
     return OrtEngine(job["onnx"], {"ort-webgpu": "webgpu", "ort-cuda": "cuda"}.get(name, "cpu"))
+
+
+def _import_engine(name: str) -> None:
+    try:
+        if name.startswith("webinfer"):
+            import webinfer.llm.generate  # noqa: F401
+            import webinfer.runtime.inference  # noqa: F401
+        else:
+            import onnxruntime  # noqa: F401
+    except Exception:  # the job reports it
+        pass
 
 
 def baseline_artifact(engine: str, job: dict) -> str:
@@ -124,8 +134,12 @@ def baseline_artifact(engine: str, job: dict) -> str:
 
 def run_jobs(engine_name: str, jobs: list[dict], out_path: str) -> None:
     """Each job's result, or its error as one line; a failing model never stops the next. The results so far
-    are rewritten after each job, so a worker killed on its time limit still reports what it finished."""
+    are rewritten after each job, so a worker killed on its time limit still reports what it finished.
+    Load time: making the engine (session, weights) in this running worker; the imports come first, so
+    every model's load counts alike."""
     from webinfer.runtime.session import run_sync
+
+    _import_engine(engine_name)
 
     results = []
     for job in jobs:
@@ -135,7 +149,11 @@ def run_jobs(engine_name: str, jobs: list[dict], out_path: str) -> None:
 
                 result = run_kernels(job)
             else:
-                result = run_sync(run_job(make_engine(engine_name, job), job))
+                if "@" in engine_name:  # the baseline's build is not part of its load time
+                    job = dict(job, artifact=baseline_artifact(engine_name, job))
+                t0 = time.perf_counter()
+                engine = make_engine(engine_name.split("@")[0], job)
+                result = run_sync(run_job(engine, job, (time.perf_counter() - t0) * 1e3))
         except Exception as e:  # reported in the table, with the traceback on stderr
             traceback.print_exc()
             result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}

@@ -14,6 +14,7 @@ from .roofline import lines as roofline_lines
 # (webinfer engine, peer engine, what the pair shares): the comparisons the targets are about.
 PAIRS = [("webinfer-swiftshader", "ort-webgpu", "native, both on SwiftShader's Vulkan driver"),
          ("webinfer-pyodide", "ort-web-webgpu", "same Chromium, Dawn on SwiftShader"),
+         ("webinfer-pyodide", "ort-web-wasm", "same Chromium, onnxruntime-web on the CPU (wasm threads)"),
          ("webinfer", "ort-cpu", "webinfer on the default adapter vs onnxruntime CPU"),
          ("webinfer", "ort-cuda", "webinfer on the default adapter vs onnxruntime CUDA"),
          ("webinfer", "webinfer-software", "the adapter's class vs the software class, same adapter")]
@@ -43,7 +44,9 @@ def cell(row: dict | None) -> str:
         return "not run"
     if row["error"]:
         return row["error"].replace("|", "/")
-    text = f"{fmt_value(row['median'])} {row['unit']} ({fmt_value(row['min'])}-{fmt_value(row['max'])})"
+    text = f"{fmt_value(row['median'])} {row['unit']}"
+    if row.get("samples", 2) > 1:
+        text += f" ({fmt_value(row['min'])}-{fmt_value(row['max'])})"
     return text + (f", {row['note']}" if row.get("note") else "")
 
 
@@ -62,7 +65,10 @@ def markdown(rows: list[dict], wall_s: float, names: dict) -> str:
     head = ["model", "metric"] + [column_label(e, model_rows, names) for e in engines]
     lines = [f"# webinfer bench ({wall_s:.0f} s wall)", "",
              "Median (min-max) after warm-up; a cell without a time says why. Outputs checked against "
-             "onnxruntime CPU first.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "onnxruntime CPU first. First result: making the engine (session, weights) plus its first run; "
+             "in the browser a fresh page in a fresh context, so the runtime's start (Pyodide, "
+             "onnxruntime-web's wasm) counts; natively in a running worker, imports aside.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for model, metric in keys:
         lines.append("| " + " | ".join([model, metric] + [cell(at.get((e, model, metric))) for e in engines]) + " |")
     lines += ["", "## webinfer vs peer (>1: webinfer faster)", ""]

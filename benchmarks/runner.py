@@ -2,7 +2,9 @@
 
 Standard library only: the browser page runs this file in Pyodide. An engine is an ``Engine``: ``tensor``
 builds its feed type from raw bytes, ``raw`` reads an output back as bytes, ``run`` is awaited. A job is the
-JSON the harness writes (see ``benchmarks.spec.job``); the result carries times and the outputs to check.
+JSON the harness writes (see ``benchmarks.spec.job``); the result carries times and the outputs to check,
+and ``first_run_ms``: the first call's duration (warm-up included), which ``run_job`` adds to the engine's
+load time to give the first-result time a visitor waits for.
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ async def time_single(engine: Engine, job: dict) -> dict:
     """``warmup`` untimed runs, then ``runs`` timed ones; the last run's outputs are returned for checking."""
     feeds = {n: engine.tensor(v["dtype"], v["shape"], base64.b64decode(v["b64"])) for n, v in job["feeds"].items()}
     names = job["outputs"]
+    first_ms = None
     for _ in range(job["warmup"]):
+        t0 = time.perf_counter()
         await engine.run(names, feeds)
+        first_ms = _ms(t0) if first_ms is None else first_ms
     times, outs, start, i = [], None, time.perf_counter(), 0
     while _more(i, job["runs"], start, job["budget_s"]):
         t0 = time.perf_counter()
@@ -53,7 +58,7 @@ async def time_single(engine: Engine, job: dict) -> dict:
         times.append(_ms(t0))
         i += 1
     outputs = {n: encode("float32", [], engine.raw(o)) for n, o in zip(names, outs)}
-    return {"latency_ms": times, "outputs": outputs}
+    return {"latency_ms": times, "outputs": outputs, "first_run_ms": times[0] if first_ms is None else first_ms}
 
 
 def _ids(engine: Engine, values: list, shape: list):
@@ -98,9 +103,10 @@ async def _llm_pass(engine: Engine, llm: dict, deadline: float) -> tuple[float, 
 async def time_llm(engine: Engine, job: dict) -> dict:
     """Prefill latency over ``runs`` prefills; decode tokens/s over ``decode_passes`` passes of the steps."""
     llm = job["llm"]
-    start = time.perf_counter()
+    start, first_ms = time.perf_counter(), None
     for _ in range(job["warmup"]):
-        await _llm_pass(engine, {**llm, "decode": llm["decode"][:2]}, 0.0)
+        p_ms = (await _llm_pass(engine, {**llm, "decode": llm["decode"][:2]}, 0.0))[0]
+        first_ms = p_ms if first_ms is None else first_ms
     prefill, rates, rows, steps = [], [], None, 0
     for i in range(max(job["runs"], llm["decode_passes"])):
         decoding = i < llm["decode_passes"]
@@ -116,7 +122,8 @@ async def time_llm(engine: Engine, job: dict) -> dict:
     vocab = llm["vocab"]
     outputs = {"prefill_logits": encode("float32", [vocab], rows[0]),
                "decode_logits": encode("float32", [vocab], rows[1])}
-    return {"prefill_ms": prefill, "decode_tok_s": rates, "decode_steps": steps, "outputs": outputs}
+    return {"prefill_ms": prefill, "decode_tok_s": rates, "decode_steps": steps, "outputs": outputs,
+            "first_run_ms": prefill[0] if first_ms is None else first_ms}
 
 
 async def time_generator(gen, job: dict) -> dict:
@@ -124,9 +131,11 @@ async def time_generator(gen, job: dict) -> dict:
     ids; prefill = time to the first token, decode = the following tokens. Outputs: the token ids."""
     llm = job["llm"]
     n_new = len(llm["decode"]) + 1
+    first_ms = None
     for _ in range(job["warmup"]):
         async for _tok in gen.agenerate(list(llm["prompt"]), max_new_tokens=3, temperature=0.0, stop_at_eos=False):
             pass
+        first_ms = gen.stats["ttft_s"] * 1e3 if first_ms is None else first_ms
     prefill, rates, tokens, start = [], [], [], time.perf_counter()
     for i in range(max(job["runs"], llm["decode_passes"])):
         decode = i < llm["decode_passes"]
@@ -147,15 +156,19 @@ async def time_generator(gen, job: dict) -> dict:
             rates.append(gen.stats["decode_tok_s"])
             tokens = list(gen.stats["token_ids"])
     return {"prefill_ms": prefill, "decode_tok_s": rates, "decode_steps": len(tokens) - 1,
-            "outputs": {"tokens": tokens}}
+            "outputs": {"tokens": tokens}, "first_run_ms": prefill[0] if first_ms is None else first_ms}
 
 
-async def run_job(engine, job: dict) -> dict:
-    """``engine``: an Engine, or a webinfer Generator for generation artifacts."""
+async def run_job(engine, job: dict, load_ms: float | None = None) -> dict:
+    """``engine``: an Engine, or a webinfer Generator for generation artifacts. ``load_ms``: what making the
+    engine took (the caller timed it); with it the result has ``first_result_ms``, load + first run."""
     if job.get("llm") and hasattr(engine, "agenerate"):
         result = await time_generator(engine, job)
         result["adapter"] = engine.core.device.adapter_name
-        return result
-    result = await (time_llm(engine, job) if job.get("llm") else time_single(engine, job))
-    result["adapter"] = engine.adapter
+    else:
+        result = await (time_llm(engine, job) if job.get("llm") else time_single(engine, job))
+        result["adapter"] = engine.adapter
+    if load_ms is not None:
+        result["load_ms"] = load_ms
+        result["first_result_ms"] = [load_ms + result["first_run_ms"]]
     return result

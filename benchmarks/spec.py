@@ -36,6 +36,7 @@ class ModelSpec:
     greedy: list = field(default_factory=list)  # LLM: ORT CPU's greedy tokens from the prompt
     step_logits: list = field(default_factory=list)  # LLM: the logits each greedy token came from
     build_error: str | None = None
+    reference_error: str | None = None  # onnxruntime CPU could not make the reference: no engine is checked
     work: dict | None = None  # {"flops", "bytes"} of one run (benchmarks/roofline.py), latency models only
 
 

@@ -1,5 +1,7 @@
-"""webinfer bench's harness on a tiny model with two native engines: the JSON rows, the markdown table, the
-chart, and a wrong output (an artifact built from other weights) reported as that cell's error."""
+"""webinfer bench's harness on a tiny model with two native engines: the JSON rows (steady state and first
+result), the markdown table, the chart, a wrong output (an artifact built from other weights) reported as that
+cell's error, and failures (no reference, a worker that cannot start, a browser site that cannot be built)
+that become cells saying why instead of ending the run."""
 
 from __future__ import annotations
 
@@ -42,22 +44,27 @@ def test_bench_rows_table_and_wrong_output(tmp_path):
                        kernels=False, log=lambda line: None)
 
     saved = json.loads((out / "bench.json").read_text())
-    assert saved == rows and len(rows) == 4
+    assert saved == rows and len(rows) == 8  # 2 engines x 2 models x (latency, first result)
     assert all(ROW_KEYS <= set(r) for r in rows)
-    cell = {(r["engine"], r["model"]): r for r in rows}
+    cell = {(r["engine"], r["model"]): r for r in rows if r["metric"] == "latency"}
+    first = {(r["engine"], r["model"]): r for r in rows if r["metric"] == "first result"}
     for engine in ("webinfer", "ort-cpu"):
         r = cell[(engine, "tiny")]
         assert r["error"] is None, r
         assert r["unit"] == "ms" and 0 < r["min"] <= r["median"] <= r["max"]
+        f = first[(engine, "tiny")]  # one sample: making the session plus its first run
+        assert f["error"] is None and f["unit"] == "ms" and f["samples"] == 1 and f["median"] > 0, f
     assert cell[("ort-cpu", "tiny-wrong")]["error"] is None
     bad = cell[("webinfer", "tiny-wrong")]
     assert bad["median"] is None and "differs from ORT CPU" in bad["error"]
+    assert "differs from ORT CPU" in first[("webinfer", "tiny-wrong")]["error"]
 
     table = (out / "bench.md").read_text().splitlines()
     header = next(line for line in table if line.startswith("| model"))
     assert "webinfer [" in header and "onnxruntime CPU" in header  # the column names the adapter
     body = [line for line in table if line.startswith("| tiny")]
-    assert len(body) == 2 and "differs from ORT CPU" in body[1] and " ms (" in body[0]
+    assert len(body) == 4 and " ms (" in body[0] and "| tiny | first result | " in body[1]
+    assert "differs from ORT CPU" in body[2] and "differs from ORT CPU" in body[3]
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -125,3 +132,81 @@ def test_roofline_work_and_report_section(tmp_path):
     rows = [row("kernels", "peak FMA", "GFLOP/s", 1.0), row("kernels", "peak copy", "GB/s", 1.0),
             row("m", "latency", "ms", 8.0, work={"flops": 1e6, "bytes": 4e6})]  # 1 ms of FMA, 4 ms of copy
     assert "m latency: 50.0 % (copy-bound)" in markdown(rows, 1.0, {})
+
+
+def test_failures_become_cells(tmp_path, monkeypatch):
+    """A model onnxruntime CPU cannot load, a native worker that cannot start and a browser site that cannot be
+    built each leave cells that say why; the run still writes its table."""
+    from benchmarks import browser
+
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    good = S.ModelSpec("tiny", tiny_model(tmp_path / "tiny.onnx", 1.0), {"x": x})
+    (tmp_path / "garbage.onnx").write_bytes(b"not an onnx file")
+    garbage = S.ModelSpec("garbage", str(tmp_path / "garbage.onnx"), {"x": x})
+    monkeypatch.setattr(S, "artifact_dir", lambda: str(tmp_path / "cache"))
+    real_command = harness.worker_command
+
+    def command(engine, *args, **kwargs):
+        cmd, env = real_command(engine, *args, **kwargs)
+        return ([str(tmp_path / "no-such-python")] + cmd[1:] if engine == "ort-cpu" else cmd), env
+
+    monkeypatch.setattr(harness, "worker_command", command)
+
+    class NoPyodide(Exception):
+        pass
+
+    def no_pyodide(*args):
+        raise NoPyodide("Pyodide 0.0 is not available")
+
+    monkeypatch.setattr(browser, "pyodide_dir", no_pyodide)
+    monkeypatch.setattr(browser, "missing_parts", lambda: None)
+    out = tmp_path / "out"
+    rows = harness.run(str(out), quick=True, engines=["webinfer", "ort-cpu", "ort-web-wasm"], specs=[good, garbage],
+                       kernels=False, log=lambda line: None)
+    cell = {(r["engine"], r["model"], r["metric"]): r for r in rows}
+    assert len(rows) == len(cell) == 3 * 2 * 2
+    for metric in ("latency", "first result"):
+        assert cell[("webinfer", "tiny", metric)]["error"] is None
+        for engine in ("webinfer", "ort-cpu", "ort-web-wasm"):
+            assert cell[(engine, "garbage", metric)]["error"].startswith("no reference: onnxruntime CPU failed")
+        assert cell[("ort-cpu", "tiny", metric)]["error"].startswith("worker did not start: FileNotFoundError")
+        why = cell[("ort-web-wasm", "tiny", metric)]["error"]
+        assert why == "not available: the bench site could not be built: NoPyodide: Pyodide 0.0 is not available"
+    assert "worker did not start" in (out / "bench.md").read_text()
+
+
+def test_cli_bench_default_out_is_build(tmp_path, monkeypatch, capsys):
+    """Without --out the table goes to the checkout's build/bench, never the tracked bench-results/."""
+    import benchmarks.harness
+    from webinfer import cli
+    from webinfer.errors import WebinferError
+
+    def where(out, **kwargs):  # the harness itself is tested above; here only where it is told to write
+        raise WebinferError(f"would write to {out}")
+
+    monkeypatch.setattr(benchmarks.harness, "run", where)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+    assert cli.main(["bench", "--quick"]) == 2
+    assert capsys.readouterr().err.strip() == f"webinfer: error: would write to {os.path.join(root, 'build', 'bench')}"
+    assert cli.main(["bench", "--out", str(tmp_path / "here")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"would write to {tmp_path / 'here'}")
+
+
+def test_llm_rows_prefill_decode_and_first_result(tmp_path, monkeypatch):
+    """A tiny random Llama (exported like SmolLM2): onnxruntime CPU's teacher-forced loop (runner.time_llm) and
+    webinfer's Generator (runner.time_generator) each give prefill, decode and first-result cells, their
+    logits / greedy tokens checked against onnxruntime CPU's."""
+    import tiny_llama
+
+    monkeypatch.setattr(S, "artifact_dir", lambda: str(tmp_path / "cache"))
+    folder = tiny_llama.tiny_llama(tiny_llama.TINY)
+    spec = S.ModelSpec("tiny-llama", str(folder / "model.onnx"),
+                       llm={"prompt": [5, 17, 99, 3, 250, 42, 7, 300], "decode_tokens": 4})
+    rows = harness.run(str(tmp_path / "out"), quick=True, engines=["webinfer", "ort-cpu"], specs=[spec],
+                       kernels=False, log=lambda line: None)
+    cell = {(r["engine"], r["metric"]): r for r in rows}
+    assert len(rows) == len(cell) == 2 * 3
+    for engine in ("webinfer", "ort-cpu"):
+        for metric, unit in (("prefill 8 tok", "ms"), ("decode 4 tok", "tok/s"), ("first result", "ms")):
+            r = cell[(engine, metric)]
+            assert r["error"] is None and r["unit"] == unit and r["median"] > 0, r

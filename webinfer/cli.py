@@ -249,8 +249,9 @@ def cmd_bench(args) -> int:
     sys.path.insert(0, root)
     from benchmarks.harness import run
 
-    run(args.out, quick=args.quick, engines=args.engine, baseline=args.baseline, models=args.model)
-    with open(os.path.join(args.out, "bench.md")) as f:
+    out = args.out or os.path.join(root, "build", "bench")  # never the tracked bench-results/ by surprise
+    run(out, quick=args.quick, engines=args.engine, baseline=args.baseline, models=args.model)
+    with open(os.path.join(out, "bench.md")) as f:
         print(f.read())
     return 0
 
@@ -339,7 +340,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
     c.add_argument("--quick", action="store_true", help="fewer repetitions (under 10 minutes on 2 CPU cores)")
-    c.add_argument("--out", default="bench-results", metavar="DIR", help="where bench.json/.md/.png go")
+    c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")
     c.add_argument("--engine", action="append", metavar="NAME",
                    help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "
                         "webinfer-pyodide, ort-web-webgpu, ort-web-wasm; also webinfer-software, webinfer-gpu: "

@@ -1,6 +1,8 @@
 // Browser side of `webinfer bench`: onnxruntime-web (webgpu, wasm) and webinfer in Pyodide, all served from
 // this origin. window.benchOrt(job, ep) and window.benchWebinfer(job) return the same JSON result as
 // benchmarks/runner.py (times, outputs as base64, adapter), so the harness checks every engine alike.
+// first_result_ms: from the call (nothing loaded yet: the harness opens a fresh page per job) to the end of
+// the engine's first run, so it counts the runtime's start, the model's load and the first run's compiles.
 import { loadPyodide } from "./pyodide/pyodide.mjs";
 
 const here = new URL("./", location.href);
@@ -40,7 +42,12 @@ const more = (i, runs, t0, budget) => i < 1 || (i < runs && (now() - t0) / 1e3 <
 
 async function ortSingle(ort, session, job) {
   const feeds = Object.fromEntries(Object.entries(job.feeds).map(([n, s]) => [n, tensorOf(ort, s)]));
-  for (let i = 0; i < job.warmup; i++) await session.run(feeds);
+  let first = null;
+  for (let i = 0; i < job.warmup; i++) {
+    const t = now();
+    await session.run(feeds);
+    if (first === null) first = now() - t;
+  }
   const times = [];
   let outs = null;
   const t0 = now();
@@ -51,7 +58,7 @@ async function ortSingle(ort, session, job) {
   }
   const outputs = {};
   for (const n of job.outputs) outputs[n] = { dtype: "float32", shape: [], b64: floatsB64(outs[n].data) };
-  return { latency_ms: times, outputs };
+  return { latency_ms: times, outputs, first_run_ms: first === null ? times[0] : first };
 }
 
 function ids(ort, values, shape) {
@@ -85,7 +92,11 @@ async function ortLlmPass(ort, session, llm, steps, deadline) {
 async function ortLlm(ort, session, job) {
   const llm = job.llm;
   const t0 = now();
-  for (let i = 0; i < job.warmup; i++) await ortLlmPass(ort, session, llm, llm.decode.slice(0, 2), 0);
+  let first = null;
+  for (let i = 0; i < job.warmup; i++) {
+    const p = await ortLlmPass(ort, session, llm, llm.decode.slice(0, 2), 0);
+    if (first === null) first = p.prefillMs;
+  }
   const prefill = [], rates = [];
   let rows = null, steps = 0;
   for (let i = 0; i < Math.max(job.runs, llm.decode_passes); i++) {
@@ -102,16 +113,21 @@ async function ortLlm(ort, session, job) {
   }
   const outputs = { prefill_logits: { dtype: "float32", shape: [llm.vocab], b64: floatsB64(rows.prefillRow) },
                     decode_logits: { dtype: "float32", shape: [llm.vocab], b64: floatsB64(rows.lastRow) } };
-  return { prefill_ms: prefill, decode_tok_s: rates, decode_steps: steps, outputs };
+  return { prefill_ms: prefill, decode_tok_s: rates, decode_steps: steps, outputs,
+           first_run_ms: first === null ? prefill[0] : first };
 }
 
 window.benchOrt = async (job, ep) => {
   try {
+    const t0 = now();
     const ort = await loadOrt();
     const session = await ort.InferenceSession.create(new URL(job.onnx, here).href,
                                                       { executionProviders: [ep], graphOptimizationLevel: "all" });
+    const loadMs = now() - t0;
     try {
       const result = job.llm ? await ortLlm(ort, session, job) : await ortSingle(ort, session, job);
+      result.load_ms = loadMs;
+      result.first_result_ms = [loadMs + result.first_run_ms];
       result.adapter = ep === "wasm" ? `wasm x${ort.env.wasm.numThreads}` : await adapterName();
       return JSON.stringify(result);
     } finally {
@@ -125,6 +141,7 @@ window.benchOrt = async (job, ep) => {
 let pyodide = null;
 window.benchWebinfer = async (job) => {
   try {
+    const t0 = now();
     if (!pyodide) {
       const site = await (await fetch(new URL("site.json", here))).json();
       pyodide = await loadPyodide({ indexURL: new URL("pyodide/", here).href });
@@ -135,7 +152,7 @@ window.benchWebinfer = async (job) => {
     }
     const benchJob = pyodide.globals.get("bench_job");
     try {
-      return await benchJob(JSON.stringify({ ...job, artifact: new URL(job.artifact, here).href }));
+      return await benchJob(JSON.stringify({ ...job, artifact: new URL(job.artifact, here).href, boot_ms: now() - t0 }));
     } finally {
       benchJob.destroy();
     }

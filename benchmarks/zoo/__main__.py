@@ -136,7 +136,8 @@ def main(argv=None) -> int:
             return 2
         ids = args.only or [m["id"] for m in zoo["models"]]
         meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "target": args.target,
-                "machine": f"{platform.machine()} Linux, {os.cpu_count()} CPU cores, lavapipe (native wgpu-py)"}
+                "machine": f"{platform.machine()} Linux, {os.cpu_count()} CPU cores (load average "
+                           f"{os.getloadavg()[0]:.1f} at the start), lavapipe (native wgpu-py)"}
         rows = []
         for i, model_id in enumerate(ids):
             row = run_one(model_id, args.target, args.timeout, cache)
@@ -145,8 +146,10 @@ def main(argv=None) -> int:
                   f"{' (' + row['error'][:160] + ')' if row.get('error') else ''}", flush=True)
         if args.merge and args.json.is_file():  # the other models keep their saved rows, in the zoo's order
             fresh = {r["id"]: r for r in rows}
-            saved = {r["id"]: r for r in json.loads(args.json.read_text())["rows"]}
+            old = json.loads(args.json.read_text())
+            saved = {r["id"]: r for r in old["rows"]}
             saved.update(fresh)
+            meta["date"] = f"{old['meta']['date']} ({len(fresh)} rows rerun {meta['date']})"
             rows = [saved[m["id"]] for m in zoo["models"] if m["id"] in saved]
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

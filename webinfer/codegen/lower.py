@@ -94,9 +94,8 @@ class LowerContext:
             if expr < 0:
                 raise self.unsupported(why)
             return
-        guard = (expr, f"{self.op} (node {self.describe()}): {why}")
-        if guard not in self._l.program.guards:
-            self._l.program.guards.append(guard)
+        if all(g[0] != expr for g in self._l.program.guards):  # (one guard per condition: the first node's words)
+            self._l.program.guards.append((expr, f"{self.op} (node {self.describe()}): {why}"))
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.op} (node {self.describe()}): {why}")

@@ -12,13 +12,17 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from webinfer import dims as D
+from webinfer import shape_ops
 from webinfer.build import build
 from webinfer.errors import WebinferError
+from webinfer.graph import shapes
+from webinfer.graph.importer import import_model
 from webinfer.runtime.inference import InferenceSession
 
 N = helper.make_node
@@ -104,6 +108,27 @@ def test_deep_chain_refuses_sizes_whose_skips_do_not_match(chain):
         InferenceSession(str(out)).run(None, {"x": np.zeros((1, 3, 200, 128), np.float32)})
 
 
+def test_graph_shapes_agree_with_onnxruntime_on_the_chain():
+    """graph/shapes.py infers the windows' sizes with the lowerings' rule (shape_ops.window_axis): every value's
+    shape, evaluated at H and W, is the shape onnxruntime gives it (ONNX's own inference leaves them unknown)."""
+    model = import_model(_chain_model())
+    si = shapes.ShapeInference(model).run()
+    known = {v: s for v, s in si.shapes.items() if v.name and s is not None and all(d is not None for d in s)}
+    bottom = next(v for v in known if v.name == f"d{LEVELS}")
+    assert D.to_text(known[bottom][2]) == "((H + 127) // 128)"
+    for v in known:
+        v.shape = None
+    model.graph.outputs.extend(v for v in known if not v.is_graph_output())
+    proto = ir.serde.serialize_model(model)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    for h, w in SIZES[:2]:
+        got = dict(zip(names, sess.run(None, {"x": np.zeros((1, 3, h, w), np.float32)})))
+        for v, shape in known.items():
+            want = [D.evaluate(D.to_json(d), {"H": h, "W": w}) for d in shape]
+            assert list(got[v.name].shape) == want, (v.name, h, w, [D.to_text(d) for d in shape])
+
+
 def _conv(size: int, k: int, s: int, pad: int) -> int:
     return (size + 2 * pad - k) // s + 1
 
@@ -134,14 +159,14 @@ def test_dims_rules_agree_with_integers():
         "(6W + H + 5) % 3": (D.mod(D.add(D.add(D.mul(w, 6), h), 5), 3), lambda H, W: (6 * W + H + 5) % 3),
         "max(H + 1, H)": (D.dmax(D.add(h, 1), h), lambda H, W: H + 1),
         "min(H // 2, W)": (D.dmin(D.floordiv(h, 2), w), lambda H, W: min(H // 2, W)),
-        "Div(6HW, 3W)": (D.host_op("Div", [D.mul(D.mul(h, w), 6), D.mul(w, 3)]), lambda H, W: 2 * H),
-        "Div(W, 2)": (D.host_op("Div", [w, 2]), lambda H, W: W // 2),
+        "Div(6HW, 3W)": (shape_ops.host_op("Div", [D.mul(D.mul(h, w), 6), D.mul(w, 3)]), lambda H, W: 2 * H),
+        "Div(W, 2)": (shape_ops.host_op("Div", [w, 2]), lambda H, W: W // 2),
     }
     for name, (expr, fn) in cases.items():
         for H in range(0, 40):
             for W in (1, 2, 7, 64):
                 assert D.evaluate(D.to_json(expr), {"H": H, "W": W}) == fn(H, W), (name, H, W, D.to_text(expr))
     assert D.dmax(h, w) == D.dmax(w, h)
-    assert D.host_op("Less", [h, D.add(h, 1)]) == 1 and D.host_op("Equal", [h, D.add(h, 2)]) == 0
-    with pytest.raises(D.Undecidable):
-        D.host_op("Less", [h, w])
+    assert shape_ops.host_op("Less", [h, D.add(h, 1)]) == 1 and shape_ops.host_op("Equal", [h, D.add(h, 2)]) == 0
+    with pytest.raises(shape_ops.Undecidable):
+        shape_ops.host_op("Less", [h, w])

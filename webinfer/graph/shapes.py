@@ -23,22 +23,23 @@ import onnx
 import onnx_ir as ir
 
 from .. import dims as D
+from .. import shape_ops
 from ..dims import Dim
 
 HOST_MAX_ELEMENTS = 64
 _INT64_BIG = 2**62
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-_ARITH = ("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min")  # evaluated with dims.HOST_OPS, as the lowerings do
+_ARITH = ("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min")  # shape_ops.HOST_OPS, as the lowerings
 _nonnegative = D.nonnegative
 
 
 def _host_op(op: str, args: list) -> Dim | None:
-    """One element of shape arithmetic (dims.host_op); None when an input is unknown or it cannot be decided."""
+    """One element of shape arithmetic (shape_ops.host_op); None when an input is unknown or it cannot be decided."""
     if any(a is None for a in args):
         return None
     try:
-        return D.host_op(op, args)
-    except D.Undecidable:
+        return shape_ops.host_op(op, args)
+    except shape_ops.Undecidable:
         return None
 
 
@@ -148,7 +149,7 @@ class ShapeInference:
             return
         if node.op_type in ("Shape", "Size"):
             self.dtypes[out] = ir.DataType.INT64
-        elif node.op_type in D.BOOL_OPS:
+        elif node.op_type in shape_ops.BOOL_OPS:
             self.dtypes[out] = ir.DataType.BOOL
         else:
             source = node.inputs[1] if node.op_type == "Where" else node.inputs[0]
@@ -460,9 +461,9 @@ def _arith(si: ShapeInference, node: ir.Node):
     if all(v is not None for v in vals) and isinstance(n, int) and n <= HOST_MAX_ELEMENTS:
         if all(len(v) in (1, n) for v in vals):
             integer = si.dtype(node.inputs[0]) is not None and si.dtype(node.inputs[0]).is_integer()
-            if node.op_type in D.BOOL_OPS or integer:
+            if node.op_type in shape_ops.BOOL_OPS or integer:
                 out = [_host_op(node.op_type, [v[i % len(v)] for v in vals]) for i in range(n)]
-    if node.op_type in D.BOOL_OPS:
+    if node.op_type in shape_ops.BOOL_OPS:
         si.dtypes[node.outputs[0]] = ir.DataType.BOOL
     return [shape], [out]
 
@@ -538,11 +539,40 @@ def _range(si: ShapeInference, node: ir.Node):
     return [(n,)], [None]
 
 
+def _window(si: ShapeInference, node: ir.Node):
+    """Conv and pooling output sizes with dims.window_axis, the lowerings' rule (ONNX's own inference gives up
+    on symbolic spatial dims, so a Shape of a feature map would be unknown here and known in codegen)."""
+    x = si.shape(node.inputs[0])
+    if x is None or len(x) < 3 or len(node.outputs) > 1 and node.outputs[1].name:
+        return None
+    r = len(x) - 2
+    if node.op_type == "Conv":
+        w = si.shape(node.inputs[1])
+        if w is None or len(w) != len(x):
+            return None
+        channels, kernel = w[0], _attr(node, "kernel_shape", list(w[2:]))
+    else:
+        channels, kernel = x[1], _attr(node, "kernel_shape")
+    if kernel is None or not D.is_static(kernel) or len(kernel) != r:
+        return None
+    strides, dil = _attr(node, "strides", [1] * r), _attr(node, "dilations", [1] * r)
+    pads = _attr(node, "pads", [0] * (2 * r))
+    auto = _attr(node, "auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    ceil = bool(_attr(node, "ceil_mode", 0))
+    if any(d is None for d in x[2:]) or min(list(strides) + list(dil), default=1) < 1:
+        return None
+    out = [shape_ops.window_axis(x[2 + i], int(kernel[i]), int(strides[i]), int(dil[i]), int(pads[i]),
+                                 int(pads[i + r]), ceil, auto)[0] for i in range(r)]
+    return [(x[0], channels, *out)], []
+
+
 _RULES = {
     "Shape": _shape_op, "Size": _size, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Identity": _identity, "Flatten": _flatten, "Cast": _cast, "Gather": _gather, "Slice": _slice, "Concat": _concat,
     "Neg": _neg, "Where": _where, "Expand": _expand, "ConstantOfShape": _constant_of_shape, "Range": _range,
-    **{op: _arith for op in (*_ARITH, *D.BOOL_OPS)},
+    "Conv": _window, "MaxPool": _window, "AveragePool": _window, "LpPool": _window,
+    **{op: _arith for op in (*_ARITH, *shape_ops.BOOL_OPS)},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ... import dims as D
+from ... import shape_ops
 from ...dtypes import dtype as get_dtype
 from .. import packed
 from ..emit import wgsl_literal
@@ -384,13 +385,13 @@ def assume_broadcast(ctx, shapes, out) -> None:
 
 
 def host_elementwise(ctx, dt: str, shape) -> bool:
-    """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions (dims.HOST_OPS:
+    """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions (shape_ops.HOST_OPS:
     the evaluator graph/shapes.py uses too)."""
     op = "Identity" if ctx.op == "Cast" else ctx.op
-    if op not in D.HOST_OPS or not D.is_static(shape):
+    if op not in shape_ops.HOST_OPS or not D.is_static(shape):
         return False
     # (a Cast of dims to float keeps them: exact integers, which a float Range or a size's scale reads)
-    if dt not in ("int64", "int32") and not (op in D.BOOL_OPS and dt == "bool") and \
+    if dt not in ("int64", "int32") and not (op in shape_ops.BOOL_OPS and dt == "bool") and \
             not (ctx.op == "Cast" and dt in ("float32", "float64") and ctx.inputs[0].dtype in ("int64", "int32")):
         return False
     present = [t for t in ctx.inputs if t is not None]
@@ -410,8 +411,8 @@ def host_elementwise(ctx, dt: str, shape) -> bool:
         coords.reverse()
         args = [v[sum(c * s for c, s in zip(coords, st))] for v, st in zip(vals, strides)]
         try:
-            out.append(D.host_op(op, args))
-        except D.Undecidable:
+            out.append(shape_ops.host_op(op, args))
+        except shape_ops.Undecidable:
             return False
     ctx.set_host(0, dt, shape, out)
     return True

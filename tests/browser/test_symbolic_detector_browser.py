@@ -10,7 +10,7 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
-from detector_inputs import ppocr_det_path, text_page
+from detector_inputs import PPOCR_DET, packaged_model, text_page
 from smoke_site import build_smoke_site
 
 from webinfer.build import build
@@ -21,7 +21,7 @@ SIZES = [(64, 96), (96, 64), (32, 160)]
 
 
 def test_ppocr_text_detector_three_sizes_in_chromium(page, tmp_path, webinfer_wheel):
-    model = ppocr_det_path(tmp_path)
+    model = packaged_model(PPOCR_DET, tmp_path)
     art = str(tmp_path / "det.wi")
     build(str(model), art, target="software")  # (SwiftShader's class: the page compiles only what it runs)
     feeds = [{"x": text_page(h, w, seed=i)} for i, (h, w) in enumerate(SIZES)]

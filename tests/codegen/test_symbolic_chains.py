@@ -59,8 +59,12 @@ def _chain_model():
     nodes += [N("Shape", [f"d{LEVELS - 2}"], ["s5"]), N("Gather", ["s5", "i3"], ["wd5"]),
               N("Squeeze", ["wd5"], ["w5s"]), N("Cast", ["w5s"], ["w5f"], to=TensorProto.FLOAT),
               N("Range", ["f0", "w5f", "f1"], ["r"])]
+    # a third of the width, Div(Shape(x)[3], 3): graph/shapes.py once gave 0 for W / 3 (and folded it)
+    inits.update({"three": np.array([3], np.int64), "z": np.array([0], np.int64)})
+    nodes += [N("Shape", ["x"], ["sx"]), N("Gather", ["sx", "i3"], ["wx"]), N("Div", ["wx", "three"], ["wthird"]),
+              N("Slice", ["x", "z", "wthird", "i3"], ["third"])]
     g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
-                          [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("r")],
+                          [helper.make_empty_tensor_value_info(n) for n in ("y", "r", "third")],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
 

@@ -174,3 +174,22 @@ def test_dims_rules_agree_with_integers():
     assert shape_ops.host_op("Less", [h, D.add(h, 1)]) == 1 and shape_ops.host_op("Equal", [h, D.add(h, 2)]) == 0
     with pytest.raises(shape_ops.Undecidable):
         shape_ops.host_op("Less", [h, w])
+
+
+def test_paddle_style_anonymous_dims_are_each_their_own():
+    """Paddle's exporter declares [-1, 3, "?", "?"]: the -1 is a dim of any size, and the two "?" need not be
+    equal (onnxruntime runs 48x192); each becomes a dim of its own."""
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "?", "?"])
+    x_info.type.tensor_type.shape.dim[0].dim_value = -1
+    g = helper.make_graph([N("Conv", ["x", "w"], ["c"], strides=[2, 2]), N("Relu", ["c"], ["y"])], "paddle", [x_info],
+                          [helper.make_empty_tensor_value_info("y")], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    out = tempfile.mkdtemp(prefix="webinfer-paddle-")
+    build(model, out, target="software")
+    session = InferenceSession(out)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert len(session.artifact.manifest["dims"]) == 3
+    for shape in [(1, 3, 12, 40), (2, 3, 9, 7)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

@@ -220,9 +220,10 @@ class Lowerer:
                                        value=value)
 
     def _dim(self, d, input_name: str, axis: int) -> Dim:
-        if isinstance(d, int):
+        if isinstance(d, int) and d >= 0:
             return d
-        name = d.value if isinstance(d, ir.SymbolicDim) and d.value else None
+        # an unnamed dim, or Paddle's -1 and "?" for "any size" (on H and W alike): a name of its own
+        name = d.value if isinstance(d, ir.SymbolicDim) and d.value and d.value != "?" else None
         if name is None:
             name = f"{input_name}_{axis}"
         if name in self.dim_values:

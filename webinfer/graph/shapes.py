@@ -46,9 +46,9 @@ def _host_op(op: str, args: list) -> Dim | None:
 def dim_from_ir(d) -> Dim | None:
     """An onnx-ir dim as a ``dims.Dim``: ``"past + seq"``-style names become polynomials."""
     if isinstance(d, int):
-        return d
+        return d if d >= 0 else None  # (Paddle's exporter declares -1 for a dim of any size)
     text = d.value if isinstance(d, ir.SymbolicDim) else None
-    if not text:
+    if not text or text == "?":  # ("?": Paddle's unnamed dim, on several axes that need not be equal)
         return None
     text = str(text)
     if _NAME.match(text):

@@ -202,12 +202,38 @@ def nonnegative(d: Dim) -> bool:
     return True
 
 
+def _as_division(d: Dim) -> tuple[Dim, int] | None:
+    """``d`` as ``floor(n / m)``: a coefficient-1 division atom plus the rest, ``floor((A + m*rest) / m)``."""
+    if isinstance(d, int):
+        return None
+    for m, c in d.terms:
+        if c == 1 and len(m) == 1 and _is_div_atom(m[0]):
+            k = m[0][2]
+            return add(m[0][1], mul(add(d, mul(Sym.atom(m[0]), -1)), k)), k
+    return None
+
+
+def less_equal(a: Dim, b: Dim) -> bool:
+    """Provably ``a <= b`` for every binding of the names; False when not known. Floor divisions are compared
+    through their numerators (``H // 2 <= (H + 1) // 2``): a ceil-mode pool's two candidate sizes are then
+    ordered, and its ``min`` is one of them instead of a new atom."""
+    if nonnegative(add(b, mul(a, -1))):
+        return True
+    da, db = _as_division(a), _as_division(b)
+    if da and db and da[1] == db[1]:
+        return less_equal(da[0], db[0])
+    if db and not da:  # a <= floor(B / m)  <=  m*a <= B  (a is an integer)
+        return less_equal(mul(a, db[1]), db[0])
+    if da and not db:  # floor(A / m) <= b  <=  A <= m*b + m - 1
+        return less_equal(da[0], add(mul(b, da[1]), da[1] - 1))
+    return False
+
+
 def _order(a: Dim, b: Dim, keep_larger: bool) -> Dim | None:
-    """max (``keep_larger``) or min of two dims when their difference has a known sign, else None."""
-    diff = add(a, mul(b, -1))
-    if nonnegative(diff):
+    """max (``keep_larger``) or min of two dims when their order is known, else None."""
+    if less_equal(b, a):
         return a if keep_larger else b
-    if nonnegative(mul(diff, -1)):
+    if less_equal(a, b):
         return b if keep_larger else a
     return None
 

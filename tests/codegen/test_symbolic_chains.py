@@ -153,6 +153,23 @@ def test_window_chains_are_one_division(k, s, pad):
         assert D.evaluate(D.to_json(d), {"H": size}) == want, (size, D.to_text(d))
 
 
+def test_ceil_mode_pool_chains_are_one_division():
+    """GoogLeNet's 3x3 stride-2 ceil-mode pools (each a min of two sizes in ONNX's rule) between same-size convs,
+    four times: the mins are decided (H // 2 <= (H + 1) // 2), so the size is H // 16, equal to ONNX's integers."""
+    h = D.Sym.name("H")
+    d = h
+    for _ in range(4):
+        d = shape_ops.window_axis(d, 3, 2, 1, 0, 0, ceil_mode=True)[0]
+        d = shape_ops.window_axis(d, 3, 1, 1, 1, 1)[0]
+    assert D.to_text(d) == "(H // 16)"
+    for size in range(3, 400):
+        want = size
+        for _ in range(4):
+            out = -(-(want - 3) // 2) + 1
+            want = out - 1 if (out - 1) * 2 >= want else out
+        assert D.evaluate(D.to_json(d), {"H": size}) == want, size
+
+
 def test_dims_rules_agree_with_integers():
     h, w = D.Sym.name("H"), D.Sym.name("W")
     cases = {
@@ -163,6 +180,8 @@ def test_dims_rules_agree_with_integers():
         "(6W + H + 5) % 3": (D.mod(D.add(D.add(D.mul(w, 6), h), 5), 3), lambda H, W: (6 * W + H + 5) % 3),
         "max(H + 1, H)": (D.dmax(D.add(h, 1), h), lambda H, W: H + 1),
         "min(H // 2, W)": (D.dmin(D.floordiv(h, 2), w), lambda H, W: min(H // 2, W)),
+        "min(H // 2, (H + 1) // 2)": (D.dmin(D.floordiv(h, 2), D.floordiv(D.add(h, 1), 2)), lambda H, W: H // 2),
+        "max(2*(H // 2), H - 1)": (D.dmax(D.mul(D.floordiv(h, 2), 2), D.add(h, -1)), lambda H, W: max(H // 2 * 2, H - 1)),
         "Div(6HW, 3W)": (shape_ops.host_op("Div", [D.mul(D.mul(h, w), 6), D.mul(w, 3)]), lambda H, W: 2 * H),
         "Div(W, 2)": (shape_ops.host_op("Div", [w, 2]), lambda H, W: W // 2),
     }

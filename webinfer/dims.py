@@ -99,23 +99,56 @@ def mul(a: Dim, b: Dim) -> Dim:
     return _make(out)
 
 
+def _split(a: Dim, b: int) -> tuple[Dim, Dim]:
+    """``a = b*q + r`` with every coefficient of ``r`` in ``[0, b)`` (terms are integers, so
+    ``floor(a / b) = q + floor(r / b)`` and ``a % b = r % b``)."""
+    q: dict[tuple, int] = {}
+    r: dict[tuple, int] = {}
+    for m, c in _terms(a).items():
+        q[m], r[m] = divmod(c, b)
+    return _make(q), _make(r)
+
+
+def _is_div_atom(atom) -> bool:
+    return not isinstance(atom, str) and atom[0] == "//" and isinstance(atom[2], int) and atom[2] > 0
+
+
 def floordiv(a: Dim, b: Dim) -> Dim:
+    """``a // b``, canonical for a positive constant ``b``: whole multiples of ``b`` come out of the division
+    (``(2*H + 3) // 2 = H + 1``), and a division of a division becomes one division
+    (``((H + 1) // 2 + 1) // 2 = (H + 3) // 4``), so a chain of stride-2 windows stays ``(H + 31) // 32``
+    however deep the network."""
     if isinstance(a, int) and isinstance(b, int):
         return a // b
     if b == 1:
         return a
-    if isinstance(b, int) and b > 0 and all(c % b == 0 for c in _terms(a).values()):
-        return _make({m: c // b for m, c in _terms(a).items()})
+    if isinstance(b, int) and b > 0:
+        q, r = _split(a, b)
+        return add(q, _floor_rest(r, b))
     if isinstance(a, Sym) and a == b:
         return 1
     return Sym.atom(("//", a, b))
 
 
+def _floor_rest(r: Dim, b: int) -> Dim:
+    """``r // b`` for an ``r`` whose coefficients lie in ``[0, b)``."""
+    if isinstance(r, int):
+        return r // b
+    for m, c in r.terms:
+        if c == 1 and len(m) == 1 and _is_div_atom(m[0]):
+            inner, k = m[0][1], m[0][2]
+            # floor((floor(A / k) + P) / b) = floor((A + k*P) / (k*b)) for integer P
+            rest = add(r, mul(Sym.atom(m[0]), -1))
+            return floordiv(add(inner, mul(rest, k)), k * b)
+    return Sym.atom(("//", r, b))
+
+
 def mod(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a % b
-    if isinstance(b, int) and b > 0 and all(c % b == 0 for c in _terms(a).values()):
-        return 0
+    if isinstance(b, int) and b > 0:
+        _, r = _split(a, b)
+        return r % b if isinstance(r, int) else Sym.atom(("%", r, b))
     return Sym.atom(("%", a, b))
 
 
@@ -132,8 +165,10 @@ def exact_div(a: Dim, b: Dim) -> Dim:
     out: dict = {}
     for m, c in _terms(a).items():
         rest = list(m)
+        if c % cb:
+            return floordiv(a, b)
         for atom in mb:
-            if atom not in rest or c % cb:
+            if atom not in rest:
                 return floordiv(a, b)
             rest.remove(atom)
         key = tuple(sorted(rest, key=repr))
@@ -145,19 +180,81 @@ def ceildiv(a: Dim, b: Dim) -> Dim:
     return floordiv(add(a, add(b, -1)), b)
 
 
+def nonnegative(d: Dim) -> bool:
+    """Provably ``>= 0`` for any binding of the names (dims are sizes, so names are ``>= 0``)."""
+    if isinstance(d, int):
+        return d >= 0
+    for m, c in d.terms:
+        if c < 0:
+            return False
+        for atom in m:
+            if isinstance(atom, str):
+                continue
+            op, x, y = atom
+            if op in ("//", "%"):
+                if not (nonnegative(x) and isinstance(y, int) and y > 0):
+                    return False
+            elif op == "max":
+                if not (nonnegative(x) or nonnegative(y)):
+                    return False
+            elif not (nonnegative(x) and nonnegative(y)):
+                return False
+    return True
+
+
+def _as_division(d: Dim) -> tuple[Dim, int] | None:
+    """``d`` as ``floor(n / m)``: a coefficient-1 division atom plus the rest, ``floor((A + m*rest) / m)``."""
+    if isinstance(d, int):
+        return None
+    for m, c in d.terms:
+        if c == 1 and len(m) == 1 and _is_div_atom(m[0]):
+            k = m[0][2]
+            return add(m[0][1], mul(add(d, mul(Sym.atom(m[0]), -1)), k)), k
+    return None
+
+
+def less_equal(a: Dim, b: Dim) -> bool:
+    """Provably ``a <= b`` for every binding of the names; False when not known. Floor divisions are compared
+    through their numerators (``H // 2 <= (H + 1) // 2``): a ceil-mode pool's two candidate sizes are then
+    ordered, and its ``min`` is one of them instead of a new atom."""
+    if nonnegative(add(b, mul(a, -1))):
+        return True
+    da, db = _as_division(a), _as_division(b)
+    if da and db and da[1] == db[1]:
+        return less_equal(da[0], db[0])
+    if db and not da:  # a <= floor(B / m)  <=  m*a <= B  (a is an integer)
+        return less_equal(mul(a, db[1]), db[0])
+    if da and not db:  # floor(A / m) <= b  <=  A <= m*b + m - 1
+        return less_equal(da[0], add(mul(b, da[1]), da[1] - 1))
+    return False
+
+
+def _order(a: Dim, b: Dim, keep_larger: bool) -> Dim | None:
+    """max (``keep_larger``) or min of two dims when their order is known, else None."""
+    if less_equal(b, a):
+        return a if keep_larger else b
+    if less_equal(a, b):
+        return b if keep_larger else a
+    return None
+
+
 def dmax(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
-    if a == b:
-        return a
+    known = _order(a, b, True)
+    if known is not None:
+        return known
+    a, b = sorted((a, b), key=repr)  # max(a, b) and max(b, a) are one expression
     return Sym.atom(("max", a, b))
 
 
 def dmin(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
-    if a == b:
-        return a
+    known = _order(a, b, False)
+    if known is not None:
+        return known
+    a, b = sorted((a, b), key=repr)
     return Sym.atom(("min", a, b))
 
 
@@ -190,8 +287,9 @@ def to_json(d: Dim):
     """Serialise for the manifest: ints stay ints, polynomials become prefix lists."""
     if isinstance(d, int):
         return d
-    if len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1 and isinstance(d.terms[0][0][0], str):
-        return d.terms[0][0][0]
+    if len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:  # a name or one atom, unwrapped
+        atom = d.terms[0][0][0]
+        return atom if isinstance(atom, str) else [atom[0], to_json(atom[1]), to_json(atom[2])]
     terms = []
     for m, c in d.terms:
         factors = [c] + [a if isinstance(a, str) else [a[0], to_json(a[1]), to_json(a[2])] for a in m]

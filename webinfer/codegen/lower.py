@@ -92,9 +92,8 @@ class LowerContext:
             if expr < 0:
                 raise self.unsupported(why)
             return
-        guard = (expr, f"{self.op} (node {self.describe()}): {why}")
-        if guard not in self._l.program.guards:
-            self._l.program.guards.append(guard)
+        if all(g[0] != expr for g in self._l.program.guards):  # (one guard per condition: the first node's words)
+            self._l.program.guards.append((expr, f"{self.op} (node {self.describe()}): {why}"))
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.op} (node {self.describe()}): {why}")
@@ -219,9 +218,10 @@ class Lowerer:
                                        value=value)
 
     def _dim(self, d, input_name: str, axis: int) -> Dim:
-        if isinstance(d, int):
+        if isinstance(d, int) and d >= 0:
             return d
-        name = d.value if isinstance(d, ir.SymbolicDim) and d.value else None
+        # an unnamed dim, or Paddle's -1 and "?" for "any size" (on H and W alike): a name of its own
+        name = d.value if isinstance(d, ir.SymbolicDim) and d.value and d.value != "?" else None
         if name is None:
             name = f"{input_name}_{axis}"
         if name in self.dim_values:

@@ -23,49 +23,32 @@ import onnx
 import onnx_ir as ir
 
 from .. import dims as D
+from .. import shape_ops
 from ..dims import Dim
 from ..opschema import HOST_MAX_ELEMENTS
 
 _INT64_BIG = 2**62
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-_ELEMENTWISE_VALUE = {
-    "Add": D.add, "Sub": lambda a, b: D.add(a, D.mul(b, -1)), "Mul": D.mul,
-    "Div": lambda a, b: D.exact_div(a, b) if not (isinstance(a, int) and isinstance(b, int)) else int(a / b),
-    "Mod": D.mod, "Max": D.dmax, "Min": D.dmin,
-}
-_COMPARE = {"Equal": lambda a, b: a == b, "Less": lambda a, b: a < b, "Greater": lambda a, b: a > b,
-            "LessOrEqual": lambda a, b: a <= b, "GreaterOrEqual": lambda a, b: a >= b}
+_ARITH = ("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min")  # shape_ops.HOST_OPS, as the lowerings
+_nonnegative = D.nonnegative
 
 
-def _nonnegative(d: Dim) -> bool:
-    """A polynomial with positive coefficients over dim names is >= 0 (dims are sizes)."""
-    return isinstance(d, int) and d >= 0 or isinstance(d, D.Sym) and all(c > 0 for _, c in d.terms)
-
-
-def _compare(op: str, a: Dim | None, b: Dim | None) -> int | None:
-    """One element of a comparison of (possibly symbolic) integers; None when it cannot be decided."""
-    if isinstance(a, int) and isinstance(b, int):
-        return int(_COMPARE[op](a, b))
-    if a is None or b is None:
+def _host_op(op: str, args: list) -> Dim | None:
+    """One element of shape arithmetic (shape_ops.host_op); None when an input is unknown or it cannot be decided."""
+    if any(a is None for a in args):
         return None
-    if op == "Equal" and a == b:
-        return 1
-    if op == "Equal" and (_nonnegative(a) and isinstance(b, int) and b < 0 or
-                          _nonnegative(b) and isinstance(a, int) and a < 0):
-        return 0
-    return None
-
-
-def _elementwise(fn, *args):
-    return None if any(a is None for a in args) else fn(*args)
+    try:
+        return shape_ops.host_op(op, args)
+    except shape_ops.Undecidable:
+        return None
 
 
 def dim_from_ir(d) -> Dim | None:
     """An onnx-ir dim as a ``dims.Dim``: ``"past + seq"``-style names become polynomials."""
     if isinstance(d, int):
-        return d
+        return d if d >= 0 else None  # (Paddle's exporter declares -1 for a dim of any size)
     text = d.value if isinstance(d, ir.SymbolicDim) else None
-    if not text:
+    if not text or text == "?":  # ("?": Paddle's unnamed dim, on several axes that need not be equal)
         return None
     text = str(text)
     if _NAME.match(text):
@@ -166,7 +149,7 @@ class ShapeInference:
             return
         if node.op_type in ("Shape", "Size"):
             self.dtypes[out] = ir.DataType.INT64
-        elif node.op_type in _COMPARE:
+        elif node.op_type in shape_ops.BOOL_OPS:
             self.dtypes[out] = ir.DataType.BOOL
         else:
             source = node.inputs[1] if node.op_type == "Where" else node.inputs[0]
@@ -372,7 +355,10 @@ def _cast(si, node):
     to = ir.DataType(int(_attr(node, "to")))
     si.dtypes[node.outputs[0]] = to
     vals = si.value(node.inputs[0])
-    keep = vals is not None and to.is_integer() and to not in (ir.DataType.BOOL,)
+    src = si.dtype(node.inputs[0])
+    # dims cast to float stay dims (exact integers), as in the lowerings: a float Range's length is a dim
+    keep = vals is not None and (to.is_integer() and to not in (ir.DataType.BOOL,) or
+                                 to in (ir.DataType.FLOAT, ir.DataType.DOUBLE) and src is not None and src.is_integer())
     return [si.shape(node.inputs[0])], [vals if keep else None]
 
 
@@ -474,26 +460,17 @@ def _arith(si: ShapeInference, node: ir.Node):
     n = _numel(shape)
     if all(v is not None for v in vals) and isinstance(n, int) and n <= HOST_MAX_ELEMENTS:
         if all(len(v) in (1, n) for v in vals):
-            if node.op_type in _COMPARE:
-                out = [_compare(node.op_type, vals[0][i % len(vals[0])], vals[1][i % len(vals[1])])
-                       for i in range(n)]
-            elif node.op_type in _ELEMENTWISE_VALUE and si.dtype(node.inputs[0]) is not None \
-                    and si.dtype(node.inputs[0]).is_integer():
-                fn = _ELEMENTWISE_VALUE[node.op_type]
-                out = []
-                for i in range(n):
-                    acc = vals[0][i % len(vals[0])]
-                    for v in vals[1:]:
-                        acc = _elementwise(fn, acc, v[i % len(v)])
-                    out.append(acc)
-    if node.op_type in _COMPARE:
+            integer = si.dtype(node.inputs[0]) is not None and si.dtype(node.inputs[0]).is_integer()
+            if node.op_type in shape_ops.BOOL_OPS or integer:
+                out = [_host_op(node.op_type, [v[i % len(v)] for v in vals]) for i in range(n)]
+    if node.op_type in shape_ops.BOOL_OPS:
         si.dtypes[node.outputs[0]] = ir.DataType.BOOL
     return [shape], [out]
 
 
 def _neg(si, node):
     vals = si.value(node.inputs[0])
-    out = [_elementwise(D.mul, v, -1) for v in vals] if vals is not None else None
+    out = [_host_op("Neg", [v]) for v in vals] if vals is not None else None
     return [si.shape(node.inputs[0])], [out]
 
 
@@ -507,7 +484,7 @@ def _where(si: ShapeInference, node: ir.Node):
     if cond is not None and a is not None and b is not None and isinstance(n, int):
         if all(len(v) in (1, n) for v in (cond, a, b)):
             picks = [cond[i % len(cond)] for i in range(n)]
-            out = [None if c is None else a[i % len(a)] if c else b[i % len(b)] for i, c in enumerate(picks)]
+            out = [_host_op("Where", [c, a[i % len(a)], b[i % len(b)]]) for i, c in enumerate(picks)]
     return [shape], [out]
 
 
@@ -537,8 +514,17 @@ def _constant_of_shape(si: ShapeInference, node: ir.Node):
     return [tuple(target)], [out]
 
 
+def _integral(si: ShapeInference, v: ir.Value) -> list | None:
+    """A Range bound as dims: shape arithmetic, or a float constant holding an integer (codegen's shape.py too)."""
+    vals = si.value(v)
+    array = _const(v) if vals is None else None
+    if array is not None and array.dtype.kind == "f" and array.size == 1 and float(array.reshape(-1)[0]).is_integer():
+        vals = [int(array.reshape(-1)[0])]
+    return vals
+
+
 def _range(si: ShapeInference, node: ir.Node):
-    vals = [si.value(v) for v in node.inputs]
+    vals = [_integral(si, v) for v in node.inputs]
     if any(v is None or len(v) != 1 or v[0] is None for v in vals):
         return None
     (start,), (limit,), (delta,) = vals
@@ -553,11 +539,40 @@ def _range(si: ShapeInference, node: ir.Node):
     return [(n,)], [None]
 
 
+def _window(si: ShapeInference, node: ir.Node):
+    """Conv and pooling output sizes with dims.window_axis, the lowerings' rule (ONNX's own inference gives up
+    on symbolic spatial dims, so a Shape of a feature map would be unknown here and known in codegen)."""
+    x = si.shape(node.inputs[0])
+    if x is None or len(x) < 3 or len(node.outputs) > 1 and node.outputs[1].name:
+        return None
+    r = len(x) - 2
+    if node.op_type == "Conv":
+        w = si.shape(node.inputs[1])
+        if w is None or len(w) != len(x):
+            return None
+        channels, kernel = w[0], _attr(node, "kernel_shape", list(w[2:]))
+    else:
+        channels, kernel = x[1], _attr(node, "kernel_shape")
+    if kernel is None or not D.is_static(kernel) or len(kernel) != r:
+        return None
+    strides, dil = _attr(node, "strides", [1] * r), _attr(node, "dilations", [1] * r)
+    pads = _attr(node, "pads", [0] * (2 * r))
+    auto = _attr(node, "auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    ceil = bool(_attr(node, "ceil_mode", 0))
+    if any(d is None for d in x[2:]) or min(list(strides) + list(dil), default=1) < 1:
+        return None
+    out = [shape_ops.window_axis(x[2 + i], int(kernel[i]), int(strides[i]), int(dil[i]), int(pads[i]),
+                                 int(pads[i + r]), ceil, auto)[0] for i in range(r)]
+    return [(x[0], channels, *out)], []
+
+
 _RULES = {
     "Shape": _shape_op, "Size": _size, "Reshape": _reshape, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Identity": _identity, "Flatten": _flatten, "Cast": _cast, "Gather": _gather, "Slice": _slice, "Concat": _concat,
     "Neg": _neg, "Where": _where, "Expand": _expand, "ConstantOfShape": _constant_of_shape, "Range": _range,
-    **{op: _arith for op in (*_ELEMENTWISE_VALUE, *_COMPARE)},
+    "Conv": _window, "MaxPool": _window, "AveragePool": _window, "LpPool": _window,
+    **{op: _arith for op in (*_ARITH, *shape_ops.BOOL_OPS)},
 }
 
 

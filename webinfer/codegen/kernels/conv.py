@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import dims as D
+from ... import shape_ops
 from ...options import SYMBOLIC_DIM_GUESS
 from ..emit import wgsl_literal
 from ..registry import lowering
@@ -59,26 +60,8 @@ def window(ctx, in_spatial, kernel, ceil_mode: bool = False) -> Window:
     auto = auto.decode() if isinstance(auto, bytes) else auto
     begin, out, ends = [], [], []
     for i in range(r):
-        size, eff = in_spatial[i], (kernel[i] - 1) * dil[i] + 1
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            o = D.ceildiv(size, strides[i])
-            total = D.dmax(D.add(D.add(D.mul(D.add(o, -1), strides[i]), eff), D.mul(size, -1)), 0)
-            lo = D.floordiv(total, 2) if auto == "SAME_UPPER" else D.add(total, D.mul(D.floordiv(total, 2), -1))
-            begin.append(lo)
-            ends.append(D.add(total, D.mul(lo, -1)))
-            out.append(o)
-            continue
-        pb, pe = (0, 0) if auto == "VALID" else (pads[i], pads[i + r])
-        span = D.add(size, pb + pe - eff)
-        if ceil_mode:
-            o = D.add(D.ceildiv(span, strides[i]), 1)
-            if isinstance(o, int) and (o - 1) * strides[i] >= size + pb:
-                o -= 1
-            elif not isinstance(o, int):  # the last window must start inside the input or its begin pad
-                o = D.dmin(o, D.ceildiv(D.add(size, pb), strides[i]))
-        else:
-            o = D.add(D.floordiv(span, strides[i]), 1)
-        if not isinstance(o, int):
+        o, pb, pe = shape_ops.window_axis(in_spatial[i], kernel[i], strides[i], dil[i], pads[i], pads[i + r], ceil_mode, auto)
+        if not isinstance(o, int) and auto not in ("SAME_UPPER", "SAME_LOWER"):
             ctx.assume(D.add(o, -1), f"output size {D.to_text(o)} must be at least 1 (the input is smaller than the "
                                      f"kernel window)")
         begin.append(pb)

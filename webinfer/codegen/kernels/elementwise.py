@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ... import dims as D
+from ... import shape_ops
 from ...dtypes import dtype as get_dtype
 from .. import packed
 from ..emit import wgsl_literal
@@ -239,6 +240,7 @@ def lower_elementwise(ctx) -> None:
     shape = broadcast_shapes([t.shape for _, t in present])
     if host_elementwise(ctx, dt, shape):
         return
+    assume_broadcast(ctx, [t.shape for _, t in present], shape)
     out = ctx.output(0, dt, shape)
     if ctx.op in _WRAPPING and dt in ("uint8", "uint16", "int8", "int16"):
         inner = build
@@ -368,48 +370,29 @@ class _Attrs:
         return self._ctx.attr(name, default)
 
 
-_HOST_OPS = {
-    "Add": D.add,
-    "Sub": lambda a, b: D.add(a, D.mul(b, -1)),
-    "Mul": D.mul,
-    "Div": lambda a, b: D.floordiv(a, b) if not (isinstance(a, int) and isinstance(b, int)) else int(a / b),
-    "Mod": D.mod,
-    "Max": D.dmax,
-    "Min": D.dmin,
-    "Neg": lambda a: D.mul(a, -1),
-    "Cast": lambda a: a,
-    "Equal": lambda a, b: _host_equal(a, b),
-    "Where": lambda c, a, b: a if _host_truth(c) else b,
-}
-_HOST_BOOL_OPS = {"Equal"}
-
-
-class _Undecidable(Exception):
-    """A comparison of symbolic dims that cannot be decided at build time."""
-
-
-def _host_equal(a, b) -> int:
-    if a == b:
-        return 1
-    if isinstance(a, int) and isinstance(b, int):
-        return 0
-    other = a if isinstance(a, int) else b if isinstance(b, int) else None
-    if other is not None and other < 0:  # dims are never negative (PyTorch's Expand tests `== -1`)
-        return 0
-    raise _Undecidable
-
-
-def _host_truth(c) -> bool:
-    if not isinstance(c, int):
-        raise _Undecidable
-    return bool(c)
+def assume_broadcast(ctx, shapes, out) -> None:
+    """Broadcasting takes a symbolic dim to match the other inputs' (the strides are fixed at build time), as in
+    an FPN's ``Resize(p5, 2) + p4``: ``2*((H + 31) // 32)`` and ``(H + 15) // 16`` agree only when 32 divides H.
+    Each such side condition becomes a pair of guards, so other sizes get a one-line error, never a wrong read."""
+    for s in shapes:
+        for d, o in zip(reversed(s), reversed(out)):
+            if d == o or d == 1 or isinstance(d, int) and isinstance(o, int):
+                continue
+            diff = D.add(d, D.mul(o, -1))
+            why = f"broadcasting needs {D.to_text(d)} == {D.to_text(o)}"
+            ctx.assume(diff, why)
+            ctx.assume(D.mul(diff, -1), why)
 
 
 def host_elementwise(ctx, dt: str, shape) -> bool:
-    """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions."""
-    if ctx.op not in _HOST_OPS or not D.is_static(shape):
+    """Shape arithmetic on small symbolic integer tensors runs at build time, as dim expressions (shape_ops.HOST_OPS:
+    the evaluator graph/shapes.py uses too)."""
+    op = "Identity" if ctx.op == "Cast" else ctx.op
+    if op not in shape_ops.HOST_OPS or not D.is_static(shape):
         return False
-    if dt not in ("int64", "int32") and not (ctx.op in _HOST_BOOL_OPS and dt == "bool"):
+    # (a Cast of dims to float keeps them: exact integers, which a float Range or a size's scale reads)
+    if dt not in ("int64", "int32") and not (op in shape_ops.BOOL_OPS and dt == "bool") and \
+            not (ctx.op == "Cast" and dt in ("float32", "float64") and ctx.inputs[0].dtype in ("int64", "int32")):
         return False
     present = [t for t in ctx.inputs if t is not None]
     if not any(t.sym is not None for t in present):
@@ -428,8 +411,8 @@ def host_elementwise(ctx, dt: str, shape) -> bool:
         coords.reverse()
         args = [v[sum(c * s for c, s in zip(coords, st))] for v, st in zip(vals, strides)]
         try:
-            out.append(_HOST_OPS[ctx.op](*args))
-        except _Undecidable:
+            out.append(shape_ops.host_op(op, args))
+        except shape_ops.Undecidable:
             return False
     ctx.set_host(0, dt, shape, out)
     return True

@@ -115,6 +115,7 @@ def run_program(ctx, inputs: list) -> None:
     """One broadcasting elementwise kernel computing the program over ``inputs`` into output 0."""
     present = [t for t in inputs if t is not None]
     shape = broadcast_shapes([t.shape for t in present])
+    ew.assume_broadcast(ctx, [t.shape for t in present], shape)
     bound, sources, uniforms = [], [], {}
     for i, t in enumerate(inputs):
         lit = (_literal(t) or ew.symbolic_scalar(t, f"c{i}", uniforms)) if t is not None else None
@@ -233,6 +234,7 @@ def lower_fused_epilogue(ctx) -> None:
     fits = out_shape is not None and dtype == "float32" and broadcast_shapes([out_shape] + [t.shape for t in extras]) == tuple(out_shape)
     plan = _epilogue_fn(ctx, out_shape, dtype) if fits else None
     if plan is not None:
+        ew.assume_broadcast(ctx, [t.shape for t in extras], tuple(out_shape))
         base(ctx, epilogue_fn=plan[0], extra_reads=plan[1])
         return
     base(ctx)  # then the program as its own kernel over the base result

@@ -131,9 +131,20 @@ def lower_constant_of_shape(ctx) -> None:
     generate(ctx, out, wgsl_literal(value[0].item(), compute_type(out.dtype)))
 
 
+def _integral(ctx, i: int) -> list | None:
+    """A Range bound known at build time: shape arithmetic, or a float constant holding an integer (PyTorch's
+    ``arange(w, dtype=float)`` exports ``Range(0.0, Cast(Shape(x)[3]), 1.0)``: the length is still a dim)."""
+    vals = ctx.host_ints(i)
+    t = ctx.inputs[i]
+    if vals is None and t.value is not None and t.value.dtype.kind == "f" and t.value.size == 1:
+        v = float(t.value.reshape(-1)[0])
+        vals = [int(v)] if v.is_integer() else None
+    return vals
+
+
 @lowering("Range")
 def lower_range(ctx) -> None:
-    vals = [ctx.host_ints(i) for i in range(3)]
+    vals = [_integral(ctx, i) for i in range(3)]
     if any(v is None for v in vals):  # computed at run time: a counted length (select.py)
         from .select import range_of_data
 

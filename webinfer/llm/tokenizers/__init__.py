@@ -10,24 +10,24 @@
   processors.py      TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence; truncation, padding
   decoders.py        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, CTC, Sequence
   core.py            Pipeline (encode/decode) and DecodeStream
+  jsonfloat.py       the file read with serde_json's float parsing (Unigram scores equal to the bit)
 Whatever else a file holds is refused when it is loaded (`Unsupported`, naming the component), so `webinfer build`
 refuses it too (`check`).
 """
 
 from __future__ import annotations
 
-import json
-
 from .core import DecodeStream, Pipeline
 from .errors import Unsupported
+from .jsonfloat import loads
 
-__all__ = ["DecodeStream", "Pipeline", "Unsupported", "check"]
+__all__ = ["DecodeStream", "Pipeline", "Unsupported", "check", "loads"]
 
 
 def check(tokenizer_json: str | bytes) -> Pipeline:
     """Load a tokenizer.json, raising `Unsupported` (one line, naming the component) if it cannot be reproduced."""
     try:
-        spec = json.loads(tokenizer_json)
+        spec = loads(tokenizer_json)
     except ValueError as e:
         raise Unsupported(f"tokenizer.json is not valid JSON ({e})") from None
     try:

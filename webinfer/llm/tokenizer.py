@@ -32,7 +32,7 @@ class Tokenizer:
         try:
             self.pipeline = Pipeline(spec)
         except Unsupported as e:
-            raise WebinferError(f"tokenizer.json: {e} is not supported") from None
+            raise WebinferError(f"tokenizer.json: {e.describe()}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             raise WebinferError(f"tokenizer.json is malformed ({type(e).__name__}: {e})") from None
         self.config = dict(config or {})

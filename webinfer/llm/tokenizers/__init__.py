@@ -18,21 +18,22 @@ refuses it too (`check`).
 from __future__ import annotations
 
 from .core import DecodeStream, Pipeline
-from .errors import Unsupported
+from .errors import Malformed, Unsupported
 from .jsonfloat import loads
 
-__all__ = ["DecodeStream", "Pipeline", "Unsupported", "check", "loads"]
+__all__ = ["DecodeStream", "Malformed", "Pipeline", "Unsupported", "check", "loads"]
 
 
 def check(tokenizer_json: str | bytes) -> Pipeline:
-    """Load a tokenizer.json, raising `Unsupported` (one line, naming the component) if it cannot be reproduced."""
+    """Load a tokenizer.json, raising `Unsupported` (one line, naming the component) if it cannot be reproduced
+    (`Malformed` if it is no tokenizer.json at all). `webinfer build` calls this on the file it packs."""
     try:
         spec = loads(tokenizer_json)
     except ValueError as e:
-        raise Unsupported(f"tokenizer.json is not valid JSON ({e})") from None
+        raise Malformed(f"tokenizer.json is not valid JSON ({e})") from None
     try:
         return Pipeline(spec)
     except Unsupported:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
-        raise Unsupported(f"tokenizer.json is malformed ({type(e).__name__}: {e})") from None
+        raise Malformed(f"tokenizer.json is malformed ({type(e).__name__}: {e})") from None

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from . import decoders, models, normalizers, pre_tokenizers
 from .added import AddedVocabulary
-from .errors import Unsupported
+from .errors import Malformed
 from .processors import Processor, padding, truncate, truncation
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -25,7 +25,7 @@ def clean_surrogates(text: str) -> str:
 class Pipeline:
     def __init__(self, spec: Mapping) -> None:
         if not isinstance(spec, Mapping) or not isinstance(spec.get("model"), Mapping):
-            raise Unsupported("tokenizer.json has no model")
+            raise Malformed("tokenizer.json has no model")
         self.normalizer = normalizers.build(spec.get("normalizer"))
         self.pre_tokenizer = pre_tokenizers.build(spec.get("pre_tokenizer"))
         self.model = models.build(spec["model"])

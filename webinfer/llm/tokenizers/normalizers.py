@@ -86,7 +86,10 @@ def replace_pattern(spec: Mapping, component: str):
     if "String" in pattern:
         return compile_literal(pattern["String"])
     if "Regex" in pattern:
-        return compile_onig(pattern["Regex"])
+        try:
+            return compile_onig(pattern["Regex"])
+        except Unsupported as e:
+            raise Unsupported(f"{component} 'Replace': {e}") from None
     raise Unsupported(f"{component} 'Replace': pattern {pattern!r}")
 
 

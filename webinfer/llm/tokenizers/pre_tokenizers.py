@@ -102,7 +102,10 @@ def _splitter(find: Callable[[str], Matches], behavior: str, invert: bool = Fals
 def _split(spec: Mapping) -> PreTokenizer:
     pattern = spec.get("pattern") or {}
     if "Regex" in pattern:
-        regex = compile_onig(pattern["Regex"])
+        try:
+            regex = compile_onig(pattern["Regex"])
+        except Unsupported as e:
+            raise Unsupported(f"pre_tokenizer 'Split': {e}") from None
     elif "String" in pattern:
         regex = compile_literal(pattern["String"])
     else:

@@ -22,9 +22,12 @@ class _Matcher:
 
     def find(self, text: str, start: int) -> tuple[int, int, int] | None:
         first, patterns, lengths = self.first, self.patterns, self.lengths
-        for i in range(start, len(text)):
+        end = len(text)
+        for i in range(start, end):
             if text[i] in first:
                 for n in lengths:
+                    if i + n > end:
+                        continue
                     tid = patterns.get(text[i:i + n])
                     if tid is not None:
                         return i, i + n, tid

@@ -62,7 +62,7 @@ def bert(spec: Mapping) -> Normalizer:
         if chinese:
             text = "".join(f" {c} " if _is_cjk(c) else c for c in text)
         if strip:
-            text = "".join(c for c in unicodedata.normalize("NFD", text)
+            text = "".join(c for c in _unicode_form("NFD")(text)
                            if (table[c] != "drop" if c in table else category(c) != "Mn"))
         return lowercase(text) if lower else text
     return run
@@ -120,14 +120,47 @@ def _sequence(spec: Mapping) -> Normalizer:
     return run
 
 
+_UCOMPAT: dict[str, object] = {}
+
+
+def _ucompat() -> dict[str, object]:
+    """Where `tokenizers`' normalization tables (older Unicode) differ from ours (generated: _ucompat.py)."""
+    if not _UCOMPAT:
+        from . import _ucompat as u
+
+        def chars(ranges):
+            return frozenset(chr(c) for a, b in ranges for c in range(a, b + 1))
+        _UCOMPAT["kept"], _UCOMPAT["dropped"] = chars(u.MARKS_KEPT), chars(u.NOT_MARKS_DROPPED)
+        for form, table in u.NORMALIZED.items():
+            _UCOMPAT[form] = {chr(cp): out for cp, out in table.items()}
+    return _UCOMPAT
+
+
 def _strip_accents(text: str) -> str:
-    category = unicodedata.category
-    return "".join(c for c in text if category(c)[0] != "M")
+    """Drop combining marks (M*) as `tokenizers`' tables know them."""
+    category, table = unicodedata.category, _ucompat()
+    kept, dropped = table["kept"], table["dropped"]
+    return "".join(c for c in text if (category(c)[0] != "M" or c in kept) and c not in dropped)
+
+
+def _unicode_form(form: str) -> Normalizer:
+    def run(text: str) -> str:
+        table: dict[str, str] = _ucompat()[form]  # type: ignore[assignment]
+        if not table or table.keys().isdisjoint(text):
+            return unicodedata.normalize(form, text)
+        out, run_start = [], 0
+        for i, c in enumerate(text):
+            if c in table:
+                out += [unicodedata.normalize(form, text[run_start:i]), table[c]]
+                run_start = i + 1
+        out.append(unicodedata.normalize(form, text[run_start:]))
+        return "".join(out)
+    return run
 
 
 _SIMPLE: dict[str, Normalizer] = {
-    "NFC": lambda t: unicodedata.normalize("NFC", t), "NFD": lambda t: unicodedata.normalize("NFD", t),
-    "NFKC": lambda t: unicodedata.normalize("NFKC", t), "NFKD": lambda t: unicodedata.normalize("NFKD", t),
+    "NFC": _unicode_form("NFC"), "NFD": _unicode_form("NFD"), "NFKC": _unicode_form("NFKC"),
+    "NFKD": _unicode_form("NFKD"),
     "Lowercase": lowercase, "StripAccents": _strip_accents, "Nmt": _nmt, "ByteLevel": to_byte_level,
 }
 _BUILDERS = {"BertNormalizer": bert, "Strip": _strip, "Replace": _replace, "Prepend": _prepend,

@@ -10,7 +10,15 @@ from collections.abc import Callable, Mapping
 from .bytelevel import to_byte_level
 from .errors import Unsupported
 from .normalizers import compat
-from .uregex import WHITE_SET, compile_literal, compile_onig, is_numeric, is_punctuation
+from .uregex import (
+    WHITE_SET,
+    WHITE_SPACE,
+    compile_literal,
+    compile_onig,
+    is_numeric,
+    is_punctuation,
+    rust_word_class,
+)
 
 Piece = tuple[str, bool]
 PreTokenizer = Callable[[list[Piece]], list[Piece]]
@@ -120,6 +128,8 @@ def _byte_level(spec: Mapping) -> PreTokenizer:
     def run(pieces: list[Piece]) -> list[Piece]:
         out: list[Piece] = []
         for text, first in pieces:
+            if not text:
+                continue
             if prefix and not text.startswith(" "):
                 text = " " + text
             if use_regex:
@@ -146,6 +156,8 @@ def _metaspace(spec: Mapping) -> PreTokenizer:
     def run(pieces: list[Piece]) -> list[Piece]:
         out: list[Piece] = []
         for text, first in pieces:
+            if not text:
+                continue
             text = text.replace(" ", rep)
             if not text.startswith(rep) and (scheme == "always" or scheme == "first" and first):
                 text = rep + text
@@ -163,8 +175,15 @@ def _punct_test() -> Callable[[str], bool]:
     return lambda c: table[c] == "punct" if c in table else is_punctuation(c)
 
 
+_WHITESPACE_RE: list[re.Pattern[str]] = []
+
+
 def _whitespace(_spec: Mapping) -> PreTokenizer:
-    regex = compile_onig(r"\w+|[^\w\s]+")
+    """`\\w+|[^\\w\\s]+` of the regex crate (its \\w, unlike Oniguruma's, holds ZWJ and not ½)."""
+    if not _WHITESPACE_RE:
+        word = rust_word_class()
+        _WHITESPACE_RE.append(re.compile(f"[{word}]+|[^{word}{WHITE_SPACE}]+"))
+    regex = _WHITESPACE_RE[0]
     return _splitter(lambda t: regex_matches(regex, t), "Removed", invert=True)
 
 

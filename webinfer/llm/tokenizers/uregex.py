@@ -92,10 +92,20 @@ def _ws() -> list[tuple[int, int]]:
 
 
 def _word() -> list[tuple[int, int]]:
+    """Oniguruma's \\w: Alphabetic (letters, Nl, a few So), marks, Nd, Pc (no Join_Control, unlike the regex crate)."""
     cats = category_ranges()
     alphabetic_symbols = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189)]
-    return _union(*(r for c, r in cats.items() if c[0] in "LM" or c in ("Nd", "Nl", "Pc")), [(0x200C, 0x200D)],
-                  alphabetic_symbols)
+    latin1_numbers = [(0xB2, 0xB3), (0xB9, 0xB9), (0xBC, 0xBE)]  # Oniguruma's Latin-1 table counts ¹²³¼½¾ as word
+    return _union(*(r for c, r in cats.items() if c[0] in "LM" or c in ("Nd", "Nl", "Pc")), alphabetic_symbols,
+                  latin1_numbers)
+
+
+def rust_word_class() -> str:
+    """The regex crate's \\w as a class body: Alphabetic, marks, Nd, Pc and Join_Control (ZWNJ, ZWJ)."""
+    cats = category_ranges()
+    alphabetic_symbols = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189)]
+    return _escape_class(_union(*(r for c, r in cats.items() if c[0] in "LM" or c in ("Nd", "Nl", "Pc")),
+                                alphabetic_symbols, [(0x200C, 0x200D)]))
 
 
 def _escape_class(ranges: list[tuple[int, int]]) -> str:

@@ -61,9 +61,7 @@ EXTRA = {
 def training_text() -> list[str]:
     """Text the vocabularies are learned from: another draw of the corpus (other seed) and the held text."""
     held = (DATA / "held_text.txt").read_text(encoding="utf-8").splitlines()
-    clean = [t.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-             for t in build_corpus(n_random=2500, seed=98765)]
-    return held * 20 + clean
+    return held * 20 + build_corpus(n_random=2500, seed=98765)
 
 
 def _added(family: str) -> list[dict]:

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 
 from .errors import Unsupported
 
+# Pieces cached per tokenizer: at most this many, each at most this long (a whole prompt without a
+# pre-tokenizer is one piece: caching it would only hold memory).
+CACHE_SIZE, CACHE_PIECE = 200_000, 256
+
 
 class BPE:
     def __init__(self, spec: Mapping) -> None:
@@ -52,7 +56,7 @@ class BPE:
                 hit = [self.vocab[piece]]
             else:
                 hit = self._merge(self._symbols(piece))
-            if len(self._cache) < 200_000:
+            if len(piece) <= CACHE_PIECE and len(self._cache) < CACHE_SIZE:
                 self._cache[piece] = hit
         return hit
 

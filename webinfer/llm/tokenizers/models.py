@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .bpe import BPE
+from .bpe import BPE, CACHE_PIECE, CACHE_SIZE
 from .errors import Unsupported
 
 _UNK_PENALTY = 10.0
@@ -60,7 +60,7 @@ class WordPiece(_Vocab):
                 break
             ids.append(found)
             start = end
-        if len(self._cache) < 200_000:
+        if len(word) <= CACHE_PIECE and len(self._cache) < CACHE_SIZE:
             self._cache[word] = ids
         return ids
 
@@ -166,7 +166,7 @@ class Unigram(_Vocab):
                     raise ValueError("Unigram: no unknown token")
                 tid = self.unk_id
             ids.append(tid)
-        if len(self._cache) < 200_000:
+        if len(piece) <= CACHE_PIECE and len(self._cache) < CACHE_SIZE:
             self._cache[piece] = ids
         return ids
 

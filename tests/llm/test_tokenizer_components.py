@@ -71,7 +71,7 @@ PRE_TOKENIZERS = {
     "Punctuation": pre_tokenizers.Punctuation(), "PunctuationNext": pre_tokenizers.Punctuation("merged_with_next"),
     "Digits": pre_tokenizers.Digits(), "DigitsIndividual": pre_tokenizers.Digits(individual_digits=True),
     "CharDelimiterSplit": pre_tokenizers.CharDelimiterSplit("a"), "Bert": pre_tokenizers.BertPreTokenizer(),
-    "FixedLength": pre_tokenizers.FixedLength(length=3),
+    "FixedLength": pre_tokenizers.FixedLength(length=3), "UnicodeScripts": pre_tokenizers.UnicodeScripts(),
     "Sequence": pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Digits()]),
 }
 for _behavior in ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]:
@@ -251,7 +251,7 @@ def test_added_token_flags():
 
 
 @pytest.mark.parametrize("spec, component", [
-    ({"pre_tokenizer": {"type": "UnicodeScripts"}}, "pre_tokenizer 'UnicodeScripts'"),
+    ({"pre_tokenizer": {"type": "Nonsense"}}, "pre_tokenizer 'Nonsense'"),
     ({"normalizer": {"type": "Replace", "pattern": {"Regex": r"\p{Han}"}, "content": ""}}, r"\p{Han}"),
     ({"decoder": {"type": "Nonsense"}}, "decoder 'Nonsense'"),
     ({"post_processor": {"type": "Nonsense"}}, "post_processor 'Nonsense'"),
@@ -271,11 +271,11 @@ def test_build_refuses_unsupported_tokenizer(tmp_path):
 
     (tmp_path / "model.onnx").write_bytes(b"")
     spec = json.loads(families.gpt2())
-    spec["pre_tokenizer"] = {"type": "UnicodeScripts"}
+    spec["pre_tokenizer"] = {"type": "Nonsense"}
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
     with pytest.raises(WebinferError) as info:
         tokenizer_assets(str(tmp_path / "model.onnx"))
-    assert "pre_tokenizer 'UnicodeScripts' is not supported" in str(info.value) and "\n" not in str(info.value)
+    assert "pre_tokenizer 'Nonsense' is not supported" in str(info.value) and "\n" not in str(info.value)
     (tmp_path / "tokenizer.json").write_text(families.gpt2())
     assert "tokenizer.json" in tokenizer_assets(str(tmp_path / "model.onnx"))
 
@@ -298,7 +298,8 @@ def test_normalizer_on_every_code_point(name):
             assert not bad, f"{name}: {len(bad)} code points differ, e.g. {[hex(ord(c)) for c in bad[:8]]}"
 
 
-@pytest.mark.parametrize("name", ["Whitespace", "Punctuation", "DigitsIndividual", "SplitO200k", "SplitClasses"])
+@pytest.mark.parametrize("name", ["Whitespace", "Punctuation", "DigitsIndividual", "SplitO200k", "SplitClasses",
+                                  "UnicodeScripts"])
 def test_pre_tokenizer_on_every_code_point(name):
     import unicodedata
 

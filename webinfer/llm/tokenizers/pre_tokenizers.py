@@ -223,6 +223,42 @@ def _fixed_length(spec: Mapping) -> PreTokenizer:
     return run
 
 
+def _unicode_scripts(_spec: Mapping) -> PreTokenizer:
+    """Cut where the script changes (tokenizers' own table, _scripts.py): Hiragana, Katakana and U+30FC count as
+    Han; a space and characters of no listed script (Any) never cut. Text before the first scripted character
+    is dropped, as `tokenizers` drops it."""
+    from bisect import bisect_right
+
+    from ._scripts import ENDS, NAMES, SCRIPTS, STARTS
+
+    han, as_han = NAMES.index("Han"), {NAMES.index("Hiragana"), NAMES.index("Katakana")}
+    seen: dict[str, int] = {" ": -1, "\u30fc": han}
+
+    def script(c: str) -> int:
+        s = seen.get(c)
+        if s is None:
+            o = ord(c)
+            i = bisect_right(STARTS, o) - 1
+            s = -1 if i < 0 or o > ENDS[i] else SCRIPTS[i]
+            s = seen[c] = han if s in as_han else s
+        return s
+
+    def run(pieces: list[Piece]) -> list[Piece]:
+        out: list[Piece] = []
+        for text, first in pieces:
+            cuts, last = [], None
+            for i, c in enumerate(text):
+                s = script(c)
+                if s != -1:
+                    if s != last:
+                        cuts.append(i)
+                    last = s
+            cuts.append(len(text))
+            out += [(text[a:b], first and a == 0) for a, b in zip(cuts, cuts[1:]) if b > a]
+        return out
+    return run
+
+
 def _sequence(spec: Mapping) -> PreTokenizer:
     steps = [build(s) for s in spec.get("pretokenizers", [])]
 
@@ -237,7 +273,8 @@ def _sequence(spec: Mapping) -> PreTokenizer:
 _BUILDERS: dict[str, Callable[[Mapping], PreTokenizer]] = {
     "Split": _split, "ByteLevel": _byte_level, "Metaspace": _metaspace, "Whitespace": _whitespace,
     "WhitespaceSplit": _whitespace_split, "BertPreTokenizer": _bert, "Punctuation": _punctuation, "Digits": _digits,
-    "CharDelimiterSplit": _char_delimiter, "FixedLength": _fixed_length, "Sequence": _sequence,
+    "CharDelimiterSplit": _char_delimiter, "FixedLength": _fixed_length, "UnicodeScripts": _unicode_scripts,
+    "Sequence": _sequence,
 }
 
 

@@ -72,6 +72,8 @@ def truncation(spec: Mapping | None) -> tuple[int, bool] | None:
     direction = spec.get("direction", "Right")
     if direction not in ("Right", "Left"):
         raise Unsupported(f"truncation direction {direction!r}")
+    if spec.get("strategy", "LongestFirst") not in ("LongestFirst", "OnlyFirst"):
+        raise Unsupported(f"truncation strategy {spec.get('strategy')!r} (single sequences only)")
     return int(spec["max_length"]), direction == "Left"
 
 

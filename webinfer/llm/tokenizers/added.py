@@ -4,6 +4,7 @@ each normalized segment; matching is leftmost-longest; `single_word`, `lstrip` a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from .uregex import WHITE_SPACE, is_word_char
@@ -17,20 +18,21 @@ class _Matcher:
 
     def __init__(self, patterns: dict[str, int]) -> None:
         self.patterns = patterns
-        self.first = frozenset(p[0] for p in patterns)
+        self.first = re.compile("[" + "".join(sorted({re.escape(p[0]) for p in patterns})) + "]")
         self.lengths = sorted({len(p) for p in patterns}, reverse=True)
 
     def find(self, text: str, start: int) -> tuple[int, int, int] | None:
-        first, patterns, lengths = self.first, self.patterns, self.lengths
+        patterns, lengths, search = self.patterns, self.lengths, self.first.search
         end = len(text)
-        for i in range(start, end):
-            if text[i] in first:
-                for n in lengths:
-                    if i + n > end:
-                        continue
+        m = search(text, start)
+        while m is not None:
+            i = m.start()
+            for n in lengths:
+                if i + n <= end:
                     tid = patterns.get(text[i:i + n])
                     if tid is not None:
                         return i, i + n, tid
+            m = search(text, i + 1)
         return None
 
 

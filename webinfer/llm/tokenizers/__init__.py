@@ -4,12 +4,14 @@
   normalizers.py     NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, BertNormalizer, Nmt,
                      Precompiled (charsmap.py: SentencePiece's double-array trie), ByteLevel, Sequence
   pre_tokenizers.py  ByteLevel, Split, Whitespace, WhitespaceSplit, Metaspace, Punctuation, Digits,
-                     CharDelimiterSplit, BertPreTokenizer, FixedLength, Sequence
+                     CharDelimiterSplit, BertPreTokenizer, FixedLength, UnicodeScripts
+                     (_scripts.py: tokenizers' own table), Sequence
   bpe.py, models.py  BPE (byte-level and byte-fallback), WordPiece, WordLevel, Unigram
   added.py           added/special tokens (lstrip, rstrip, normalized, single_word)
   processors.py      TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence; truncation, padding
   decoders.py        ByteLevel, Metaspace, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, CTC, Sequence
   core.py            Pipeline (encode/decode) and DecodeStream
+  _ucompat.py        where tokenizers' Unicode tables (older) differ from ours, generated
   jsonfloat.py       the file read with serde_json's float parsing (Unigram scores equal to the bit)
 Whatever else a file holds is refused when it is loaded (`Unsupported`, naming the component), so `webinfer build`
 refuses it too (`check`).

@@ -1,4 +1,5 @@
-"""A deterministic corpus of strings that stress byte-level BPE pre-tokenization (for tokenizer tests)."""
+"""A deterministic corpus of strings that stress tokenizers (tests/llm/test_tokenizer*.py): multilingual text,
+code, emoji, whitespace runs, digits, special tokens written in the text, lone surrogates, very long words."""
 
 from __future__ import annotations
 
@@ -74,7 +75,14 @@ def random_codepoints(rng: random.Random, n: int) -> str:
     return "".join(out)
 
 
-def fragment(rng: random.Random) -> str:
+LONG = ["a" * 3000, "ab" * 1500, "1" * 2500, " " * 3000, "\n" * 600, "😀" * 400, "x" * 1000 + " y", "ñ" * 800,
+        "supercalifragilisticexpialidocious" * 40, "日本" * 600, "\u00a0" * 300, "\t \n" * 300, "e\u0301" * 300,
+        "Pneumonoultramicroscopicsilicovolcanoconiosis " * 20, "-" * 1200, "0123456789" * 200, "👍🏽" * 150]
+# Lone surrogates (what a JS string may hold): encoders write U+FFFD for them, pairs join into one character.
+SURROGATES = ["\ud83d", "a\udc00b", "\ud83d\ude00 pair", "x\ud800", "\udfff\ud800 two", "end \udbff"]
+
+
+def fragment(rng: random.Random, specials: list[str] = SPECIALS) -> str:
     kind = rng.randrange(11)
     if kind == 0:
         return rng.choice(SCRIPTS)
@@ -93,14 +101,23 @@ def fragment(rng: random.Random) -> str:
     if kind == 7:
         return numbers(rng)
     if kind == 8:
-        return rng.choice(SPECIALS)
+        return rng.choice(specials)
     if kind == 9:
         return unicodedata.normalize(rng.choice(["NFD", "NFC", "NFKD"]), rng.choice(SCRIPTS + WORDS))
     return random_codepoints(rng, rng.randint(1, 6))
 
 
-def build_corpus(n_random: int = 3200, seed: int = 1234) -> list[str]:
-    """Hand-picked edge cases, then `n_random` random mixes of fragments and separators."""
+def valid(text: str) -> str:
+    """What a UTF-8 encoder writes for `text`: surrogate pairs joined, lone surrogates as U+FFFD (`tokenizers`
+    only takes valid text)."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def build_corpus(n_random: int = 3200, seed: int = 1234, specials: list[str] | None = None,
+                 surrogates: bool = False) -> list[str]:
+    """Hand-picked edge cases, then `n_random` random mixes of fragments and separators (`specials`: the added
+    tokens to write into the text, SmolLM2's by default; `surrogates`: also strings holding lone surrogates)."""
+    specials = specials or SPECIALS
     rng = random.Random(seed)
     corpus = ["", " ", "  ", "\n", "a", "'", "'s", " 's", "I'm", "I'M", "it's it'S", "you're", "we've", "they'll",
               "he'd", "don't DON'T Don't", "''s'", "x's's", "2024", " 2024", "3.14159", "1,000,000", "-42",
@@ -110,10 +127,13 @@ def build_corpus(n_random: int = 3200, seed: int = 1234) -> list[str]:
               "e\u0301 combining", "a\u0300\u0301\u0302", "\u0301 leading mark", "\ufffd replacement", "\x00 nul \x7f"]
     corpus += SCRIPTS + EMOJI + CODE + [w + c for w in ("it", "IT", "", " ") for c in CONTRACTIONS]
     corpus += [sp * k for sp in WHITESPACE[:12] for k in (1, 3)] + ["x" + sp + "y" for sp in WHITESPACE]
-    corpus += [numbers(rng) for _ in range(60)] + ["9" * k for k in range(1, 25)]
+    corpus += [numbers(rng) for _ in range(60)] + ["9" * k for k in range(1, 25)] + LONG
+    corpus += SURROGATES if surrogates else []
+    corpus += [f"{a}{sp}{b}" for sp in ("", " ", "  ", "\n") for a in specials[:4] for b in ("x", specials[-1], "")]
+    corpus += [f"word{sp}{t}{sp}word" for t in specials for sp in ("", " ", "  ")]
     seps = ["", " ", " ", " ", "  ", "\n", "\t", ", ", ". ", "\n\n"]
     for _ in range(n_random):
-        parts = [fragment(rng) for _ in range(rng.randint(1, 8))]
+        parts = [fragment(rng, specials) for _ in range(rng.randint(1, 8))]
         text = "".join(p + rng.choice(seps) for p in parts)
         if rng.random() < 0.15:
             text = text.rstrip() + rng.choice(WHITESPACE)

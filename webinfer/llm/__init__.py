@@ -1,4 +1,4 @@
-"""Text models at run time: tokenizers (byte-level BPE, WordPiece) and the generation loop. Standard library."""
+"""Text models at run time: tokenizers (tokenizer.json, any family: tokenizers/) and the generation loop. Standard library."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 
 def load_tokenizer(tokenizer_json: str, config_json: str | None = None):
-    """The tokenizer a `tokenizer.json` describes: WordPiece (BERT family) or byte-level BPE (GPT-2 family)."""
+    """The tokenizer a `tokenizer.json` describes: WordPiece encoders (BERT family) get [CLS] ... [SEP] with
+    their attention mask (wordpiece.py); everything else the generic pipeline (tokenizer.py)."""
     from ..errors import WebinferError
 
     try:

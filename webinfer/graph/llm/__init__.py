@@ -14,6 +14,7 @@ from functools import partial
 
 import onnx_ir as ir
 
+from ...errors import WebinferError
 from . import chat_format, gqa, head, kv_cache, pack_qkv
 
 DEFAULT_MAX_SEQ = 1024
@@ -58,6 +59,14 @@ def tokenizer_assets(model_path) -> dict[str, bytes]:
         if os.path.isfile(path):
             with open(path, "rb") as f:
                 found[name] = f.read()
+    if "tokenizer.json" in found:  # refuse here what the runtime's tokenizer could not reproduce exactly
+        from ...llm.tokenizers import Unsupported, check
+
+        try:
+            check(found["tokenizer.json"])
+        except Unsupported as e:
+            raise WebinferError(f"{os.path.join(folder, 'tokenizer.json')}: {e.describe()} (move the file away "
+                                "to build without a tokenizer)") from None
     if "tokenizer_config.json" in found:  # the browser renders the chat template from a precomputed format
         found["tokenizer_config.json"] = chat_format.with_chat_format(found["tokenizer_config.json"])
     return found

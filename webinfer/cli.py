@@ -79,12 +79,16 @@ def cmd_build(args) -> int:
                      tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize, preprocess=args.preprocess,
-                     postprocess=args.postprocess)
+                     postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
           f"{time.perf_counter() - t0:.1f} s")
+    note = manifest.get("cpu_model")
+    if note is not None:
+        print(f"CPU path: {note['file']}, {note['bytes'] / 2**20:.1f} MiB (the source model, weights included)"
+              if "file" in note else f"CPU path: none ({note['skipped']})")
     if args.report:
         import json
 
@@ -103,7 +107,8 @@ def cmd_build(args) -> int:
 def _bundle(artifact: str, site: str, demo, files, args) -> None:
     from .bundle import bundle
 
-    page = bundle(artifact, site, demo=demo, files=files, pyodide=args.pyodide, pyodide_url=args.pyodide_url)
+    page = bundle(artifact, site, demo=demo, files=files, pyodide=args.pyodide, pyodide_url=args.pyodide_url,
+                  ort_web=args.ort_web)
     print(f"wrote {page}; serve the site with: webinfer serve {site}")
 
 
@@ -118,6 +123,8 @@ def _pyodide_args(p: argparse.ArgumentParser) -> None:
                    "(default: ~/.cache/webinfer/pyodide/<version>, filled once with `npm pack`)")
     p.add_argument("--pyodide-url", metavar="URL", help="load Pyodide from this https:// folder (a CDN) "
                    "instead of serving it from the site")
+    p.add_argument("--ort-web", metavar="DIR", help="onnxruntime-web's dist folder, copied into the site for the CPU "
+                   "path of an artifact built with --cpu (default: ~/.cache/webinfer/onnxruntime-web/<version>)")
 
 
 def _load_feed(spec: str):
@@ -294,6 +301,10 @@ def parser() -> argparse.ArgumentParser:
                         "crop, channel order, mean/std, layout: see docs/architecture.md)")
     b.add_argument("--postprocess", metavar="CLASSIFY.json",
                    help="a classification epilogue: softmax, top-k scores and labels from a file")
+    b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,
+                   help="also store the model as standard ONNX for a CPU path (pages without WebGPU run it with "
+                        "onnxruntime-web's wasm backend; InferenceSession(device='cpu') with onnxruntime): on by "
+                        "default with --web; the weights are then shipped twice")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")

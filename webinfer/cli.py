@@ -148,8 +148,12 @@ def cmd_run(args) -> int:
 
     out = _npz_path(args.output)
     feeds = dict(_load_feed(s) for s in args.input or [])
-    session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
-    print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
+    if args.device == "cpu":
+        session = InferenceSession(args.artifact, device="cpu", kernel_class=args.kernel_class)
+        print(f"path: cpu ({session.cpu_why})")
+    else:
+        session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
+        print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
     t0 = time.perf_counter()
     names = [o.name for o in session.get_outputs()]
     outputs = session.run(names, feeds)
@@ -158,7 +162,7 @@ def cmd_run(args) -> int:
         flat = value.reshape(-1)
         head = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat[:6])
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
-    print(f"ran in {ms:.1f} ms on {session.device.adapter_name}")
+    print(f"ran in {ms:.1f} ms on {'the CPU' if session.device == 'cpu' else session.device.adapter_name}")
     if out:
         np.savez(out, **dict(zip(names, outputs)))
         print(f"wrote {out}")
@@ -335,6 +339,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="OUT.npz")
     r.add_argument("--class", dest="kernel_class", metavar="CLASS",
                    help="run this kernel class's program (default: chosen for the adapter)")
+    r.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
+                   help="cpu: run the artifact's CPU model (built with --cpu) with onnxruntime, no GPU adapter")
     r.set_defaults(fn=cmd_run)
     k = sub.add_parser("classify", help="classify an image file with an artifact built with --preprocess and "
                                          "--postprocess")

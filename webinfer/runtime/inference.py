@@ -25,7 +25,7 @@ class InferenceSession:
             from .cpu import CpuSession
 
             self._cpu = CpuSession(self.artifact)
-            self.device, self.choice, self.program = "cpu", None, None
+            self.device, self.choice, self.program, self.cpu_why = "cpu", None, None, self._cpu.why
             return
         if device is None:
             from .native import NativeDevice

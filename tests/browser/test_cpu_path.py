@@ -100,13 +100,18 @@ def test_generic_page_and_js_api_without_webgpu(no_webgpu, cpu_site):
         const webinfer = await import("../assets/webinfer.mjs");
         const s = await webinfer.load("artifact/");
         const out = await s.run({ x: { data: x, dims: [3, 5] }, ids: { data: ids, dims: [3, 3] } });
-        const res = { path: s.path, inputs: s.inputs, outputs: s.outputs,
+        const res = { path: s.path, inputs: s.inputs, outputs: s.outputs, adapter: s.adapter,
+            isolated: self.crossOriginIsolated, cores: navigator.hardwareConcurrency,
             y: [out.y.type, out.y.dims, Array.from(out.y.data)], e: [out.e.type, out.e.dims, Array.from(out.e.data)] };
         await s.close();
         res.closed = await s.run({ x: { data: x, dims: [3, 5] }, ids: { data: ids, dims: [3, 3] } })
             .then(() => "ran", (e) => e.message);
         return res; }""", [x.ravel().tolist(), ids.ravel().tolist()])
     assert got["path"] == "cpu"
+    # threads where the page is cross-origin isolated (webinfer serve's headers make it so)
+    assert got["isolated"] is True
+    threads = min(4, got["cores"])
+    assert got["adapter"] == f"CPU (onnxruntime-web wasm, {threads} thread{'' if threads == 1 else 's'})", got
     assert got["inputs"] == [{"name": "x", "type": "float32", "dims": ["batch", 5]},
                              {"name": "ids", "type": "int64", "dims": ["batch", 3]}]
     assert [o["name"] for o in got["outputs"]] == ["y", "e"]

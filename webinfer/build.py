@@ -52,7 +52,6 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
-    cpu_bytes = _source_bytes(model) if cpu else None  # (the source as given: standard ONNX, any opset)
     extra, assets = {}, {}
     if preprocess is not None:  # (first: the prologue replaces the image input and adds its dims)
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
@@ -69,6 +68,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
+    cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
     index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
@@ -96,11 +96,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     assets.update(llm.tokenizer_assets(model))  # any model: pages encode text with it (Session.encode)
     for _, program in programs:
         program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
-    cpu_note = None
-    if cpu:
-        cpu_note, cpu_bytes = _cpu_model(cpu_bytes, preprocess, postprocess, rewrites)
-        if cpu_bytes is not None:
-            assets[CPU_MODEL.split("/", 1)[1]] = cpu_bytes
+    if cpu_bytes is not None:
+        assets[CPU_MODEL.split("/", 1)[1]] = cpu_bytes
     manifest = write_artifact(programs, out_dir, options, passes=passes, assets=assets,
                               producer=f"webinfer {__version__}", extra=extra)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
@@ -124,14 +121,15 @@ def _source_bytes(model) -> bytes:
     return proto.SerializeToString()
 
 
-def _cpu_model(data: bytes, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
+def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
     """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
-    only where the artifact's inputs and outputs are the source's."""
+    only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
     why = ("an image prologue (--preprocess)" if preprocess is not None else
            "a classification epilogue (--postprocess)" if postprocess is not None else
            "a KV-cache decoder built for generation" if rewrites else None)
     if why is not None:
         return {"skipped": f"{why} changes the inputs or outputs; the CPU path runs generic models only"}, None
+    data = _source_bytes(model)
     return {"file": CPU_MODEL, "bytes": len(data)}, data
 
 

@@ -40,6 +40,7 @@ def cpu_site(tmp_path_factory, webinfer_wheel):
     import webinfer
     from webinfer.bundle import bundle
     from webinfer.serve import serve_in_thread
+    from webinfer.web import ORT_WEB_FILES
 
     tmp = tmp_path_factory.mktemp("cpu-site")
     w, table = _model(tmp / "m.onnx")
@@ -48,6 +49,10 @@ def cpu_site(tmp_path_factory, webinfer_wheel):
     webinfer.build(str(tmp / "m.onnx"), str(tmp / "plain.wi"))  # no CPU model
     bundle(str(tmp / "m.wi"), str(tmp / "site"), wheel=webinfer_wheel)
     bundle(str(tmp / "plain.wi"), str(tmp / "plain-site"), wheel=webinfer_wheel)
+    # onnxruntime-web travels with a page whose artifact carries a CPU model, and only then
+    assert json.loads((tmp / "site" / "site.json").read_text())["ort"] == "ort/"
+    assert sorted(p.name for p in (tmp / "site" / "ort").iterdir()) == sorted(ORT_WEB_FILES)
+    assert not (tmp / "plain-site" / "ort").exists() and "ort" not in json.loads((tmp / "plain-site" / "site.json").read_text())
     servers = [serve_in_thread(str(tmp / name)) for name in ("site", "plain-site")]
     yield {"url": servers[0][1], "plain_url": servers[1][1], "model": tmp / "m.onnx", "w": w, "table": table,
            "site": tmp / "site"}

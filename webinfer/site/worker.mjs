@@ -265,7 +265,10 @@ async function choosePath(forced) {
 // The CPU path's load: the CPU model fetched (Cache Storage first) and checked like a shard, then cpu.mjs.
 async function loadCPU(artifactURL, manifest, kind, choice, progress) {
   const entry = manifest.assets?.[CPU_MODEL];
-  if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
+  if (!entry) {
+    throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu; ` +
+      "an artifact with --preprocess, --postprocess or built for generation cannot carry one yet).");
+  }
   if (kind !== "session") throw new Error(`the CPU path runs generic models only; chat needs WebGPU (${choice.why})`);
   const s = await site();
   if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");

@@ -166,7 +166,8 @@ def test_cli_errors_are_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     cases = [(["--pyodide", str(tmp_path / "empty")], "not a Pyodide release folder (missing pyodide.mjs"),
              (["--pyodide-url", "http://cdn.example/pyodide/"], "expected an https:// folder URL"),
-             (["--pyodide", str(tmp_path), "--pyodide-url", "https://cdn.example/p/"], "exclude each other")]
+             (["--pyodide", str(tmp_path), "--pyodide-url", "https://cdn.example/p/"], "exclude each other"),
+             (["--ort-web", str(tmp_path / "empty")], "not onnxruntime-web's dist folder (missing ort.wasm.min.mjs")]
     for extra, message in cases:
         r = subprocess.run([sys.executable, "-m", "webinfer.cli", "build", str(model), "-o", str(tmp_path / "m.wi"),
                             "--web", str(tmp_path / "site"), *extra], capture_output=True, text=True, cwd=tmp_path)

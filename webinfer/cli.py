@@ -74,6 +74,10 @@ def cmd_build(args) -> int:
         from .bundle import resolve_pyodide
 
         args.pyodide, args.pyodide_url = resolve_pyodide(args.pyodide, args.pyodide_url)
+        if args.ort_web:  # (else found when the bundle needs it: only an artifact with a CPU model does)
+            from .web import ort_web_dir
+
+            ort_web_dir(args.ort_web)
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=dims, target=args.target, limits=args.limits,
                      tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,

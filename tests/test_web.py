@@ -29,6 +29,27 @@ def test_pins_match_the_npm_lock():
     assert (lock["version"], lock["integrity"]) == (web.PYODIDE_VERSION, web.PYODIDE_INTEGRITY)
 
 
+def test_ort_web_pin_matches_the_npm_lock_and_the_checkout():
+    lock = json.loads((ROOT / "web" / "package-lock.json").read_text())["packages"]["node_modules/onnxruntime-web"]
+    assert (lock["version"], lock["integrity"]) == (web.ORT_WEB_VERSION, web.ORT_WEB_INTEGRITY)
+    dist = ROOT / "web" / "node_modules" / "onnxruntime-web" / "dist"
+    for name in web.ORT_WEB_FILES:  # the files the CPU path loads exist in the pinned release
+        assert (dist / name).is_file(), name
+
+
+def test_ort_web_dir_errors(tmp_path, monkeypatch):
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "ort.wasm.min.mjs").write_text("")
+    with pytest.raises(WebinferError, match="not onnxruntime-web's dist folder \\(missing ort-wasm-simd-threaded.mjs"):
+        web.ort_web_dir(str(tmp_path / "half"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("WEBINFER_ORT_WEB_DIR", raising=False)
+    monkeypatch.setattr(web, "_checkout_ort_web", lambda: None)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no npm, no checkout: one error naming the ways out
+    with pytest.raises(WebinferError, match="onnxruntime-web 1.30.0 is not available \\(npm is not installed\\)"):
+        web.ort_web_dir()
+
+
 def test_browser_wheel_holds_the_runtime_only(tmp_path):
     path = web.browser_wheel(str(tmp_path))
     assert os.path.basename(path) == "webinfer-0.1.0-py3-none-any.whl"
@@ -145,7 +166,8 @@ def test_cli_errors_are_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     cases = [(["--pyodide", str(tmp_path / "empty")], "not a Pyodide release folder (missing pyodide.mjs"),
              (["--pyodide-url", "http://cdn.example/pyodide/"], "expected an https:// folder URL"),
-             (["--pyodide", str(tmp_path), "--pyodide-url", "https://cdn.example/p/"], "exclude each other")]
+             (["--pyodide", str(tmp_path), "--pyodide-url", "https://cdn.example/p/"], "exclude each other"),
+             (["--ort-web", str(tmp_path / "empty")], "not onnxruntime-web's dist folder (missing ort.wasm.min.mjs")]
     for extra, message in cases:
         r = subprocess.run([sys.executable, "-m", "webinfer.cli", "build", str(model), "-o", str(tmp_path / "m.wi"),
                             "--web", str(tmp_path / "site"), *extra], capture_output=True, text=True, cwd=tmp_path)

@@ -30,6 +30,11 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# The source model as standard ONNX, stored by ``build(..., cpu=True)`` for the CPU path (onnxruntime, natively
+# and onnxruntime-web's wasm backend in pages without WebGPU); the GPU path never reads it.
+CPU_MODEL = "assets/cpu-model.onnx"
+
+
 class ArtifactWriter:
     """Collects shaders and weight bytes, packs weights into shards, writes the directory."""
 

@@ -7,6 +7,7 @@ import time
 import types
 
 from . import __version__
+from .artifact import CPU_MODEL
 from .codegen.lower import Lowerer
 from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
@@ -28,7 +29,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
-          nested_inputs: dict | None = None, preprocess=None, postprocess=None) -> dict:
+          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -44,6 +45,9 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
     and a classification epilogue (top-k scores and labels out), graph/prepost.py.
+    ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
+    (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
+    then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
     """
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
@@ -64,6 +68,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
+    cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
     index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
@@ -91,10 +96,41 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     assets.update(llm.tokenizer_assets(model))  # any model: pages encode text with it (Session.encode)
     for _, program in programs:
         program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
+    if cpu_bytes is not None:
+        assets[CPU_MODEL.split("/", 1)[1]] = cpu_bytes
     manifest = write_artifact(programs, out_dir, options, passes=passes, assets=assets,
                               producer=f"webinfer {__version__}", extra=extra)
     manifest["build_seconds"] = round(time.perf_counter() - t0, 3)
+    if cpu_note is not None:
+        manifest["cpu_model"] = cpu_note
     return manifest
+
+
+def _source_bytes(model) -> bytes:
+    """The model as one ONNX file (external data read in, as the importer checked it)."""
+    import onnx
+
+    from .graph.importer import load_proto
+
+    proto = load_proto(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
+    if not isinstance(proto, onnx.ModelProto):
+        raise WebinferError("the CPU path needs an ONNX model (a path or a ModelProto)")
+    if proto.ByteSize() >= 2**31:
+        raise WebinferError("the model is over 2 GiB: one ONNX file cannot carry it for the CPU path (build "
+                            "without --cpu)")
+    return proto.SerializeToString()
+
+
+def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
+    """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
+    only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
+    why = ("an image prologue (--preprocess)" if preprocess is not None else
+           "a classification epilogue (--postprocess)" if postprocess is not None else
+           "a KV-cache decoder built for generation" if rewrites else None)
+    if why is not None:
+        return {"skipped": f"{why} changes the inputs or outputs; the CPU path runs generic models only"}, None
+    data = _source_bytes(model)
+    return {"file": CPU_MODEL, "bytes": len(data)}, data
 
 
 def imported(model):

@@ -9,6 +9,8 @@ Site layout (one origin; ``webinfer serve SITE``)::
     pyodide/                Pyodide's runtime files (web.pyodide_dir: --pyodide DIR or the cache), unless
                             ``pyodide_url`` points pages at a CDN instead (an explicit opt-in)
     wheels/webinfer-*.whl   the runtime modules of the installed package (web.browser_wheel)
+    ort/                    onnxruntime-web's wasm backend (web.ORT_WEB_FILES), for the CPU path of pages
+                            whose artifact carries a CPU model (``build --cpu``: pages without WebGPU)
     <page>/                 index.html (rendered), page.mjs, extra files, artifact/
 
 A page is one of webinfer/site/pages/<name>/ (page.html.j2, page.mjs using the JS API; package data, so bundling
@@ -23,9 +25,17 @@ import json
 import os
 import shutil
 
-from .artifact import Artifact
+from .artifact import CPU_MODEL, Artifact
 from .errors import WebinferError
-from .web import PACKAGE_DIR, PYODIDE_VERSION, browser_wheel, copy_pyodide, pyodide_dir
+from .web import (
+    PACKAGE_DIR,
+    PYODIDE_VERSION,
+    browser_wheel,
+    copy_ort_web,
+    copy_pyodide,
+    ort_web_dir,
+    pyodide_dir,
+)
 
 SITE_DIR = os.path.join(PACKAGE_DIR, "site")
 PAGES_DIR = os.path.join(SITE_DIR, "pages")
@@ -85,13 +95,15 @@ def _pyodide_url(url: str) -> str:
 
 
 def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: list[str] | None = None,
-           wheel: str | None = None, pyodide: str | None = None, pyodide_url: str | None = None) -> str:
+           wheel: str | None = None, pyodide: str | None = None, pyodide_url: str | None = None,
+           ort_web: str | None = None) -> str:
     """Add the page for ``artifact_dir`` to the site at ``out_dir``; returns the page's folder.
 
     ``demo``: one of DEMOS (default: the generic ``model`` page); ``files``: extra files copied beside the
     page (e.g. a tokenizer.json); ``wheel``: a prebuilt webinfer wheel to reuse; ``pyodide``: a folder with
     Pyodide's files (default: web.pyodide_dir's search); ``pyodide_url``: load Pyodide from this URL instead
-    of copying it into the site.
+    of copying it into the site; ``ort_web``: onnxruntime-web's dist folder (default: web.ort_web_dir's
+    search), copied into the site when the artifact carries a CPU model.
     """
     name = demo or "model"
     if name not in DEMOS:
@@ -105,6 +117,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise WebinferError(f"{out_dir} exists and is not a directory")
     pyodide_src, base_url = resolve_pyodide(pyodide, pyodide_url)
+    ort_src = ort_web_dir(ort_web) if CPU_MODEL in art.manifest.get("assets", {}) else None
     os.makedirs(out_dir, exist_ok=True)
     site_json = os.path.join(out_dir, "site.json")
     site = {"pages": []}
@@ -113,6 +126,9 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
             site = json.load(f)
     site["wheel"] = _copy_runtime(out_dir, wheel, pyodide_src)
     site["pyodide"] = base_url or "pyodide/"
+    if ort_src is not None:
+        copy_ort_web(ort_src, out_dir)
+        site["ort"] = "ort/"
 
     src = os.path.join(PAGES_DIR, name)
     page = os.path.join(out_dir, name)

@@ -74,17 +74,25 @@ def cmd_build(args) -> int:
         from .bundle import resolve_pyodide
 
         args.pyodide, args.pyodide_url = resolve_pyodide(args.pyodide, args.pyodide_url)
+        if args.ort_web:  # (else found when the bundle needs it: only an artifact with a CPU model does)
+            from .web import ort_web_dir
+
+            ort_web_dir(args.ort_web)
     t0 = time.perf_counter()
     manifest = build(args.model, out, dims=dims, target=args.target, limits=args.limits,
                      tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize, preprocess=args.preprocess,
-                     postprocess=args.postprocess)
+                     postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
           f"{weight_bytes / 2**20:.1f} MiB weights in {len(manifest['shards'])} shard(s), "
           f"{time.perf_counter() - t0:.1f} s")
+    note = manifest.get("cpu_model")
+    if note is not None:
+        print(f"CPU path: {note['file']}, {note['bytes'] / 2**20:.1f} MiB (the source model, weights included)"
+              if "file" in note else f"CPU path: none ({note['skipped']})")
     if args.report:
         import json
 
@@ -103,7 +111,8 @@ def cmd_build(args) -> int:
 def _bundle(artifact: str, site: str, demo, files, args) -> None:
     from .bundle import bundle
 
-    page = bundle(artifact, site, demo=demo, files=files, pyodide=args.pyodide, pyodide_url=args.pyodide_url)
+    page = bundle(artifact, site, demo=demo, files=files, pyodide=args.pyodide, pyodide_url=args.pyodide_url,
+                  ort_web=args.ort_web)
     print(f"wrote {page}; serve the site with: webinfer serve {site}")
 
 
@@ -118,6 +127,8 @@ def _pyodide_args(p: argparse.ArgumentParser) -> None:
                    "(default: ~/.cache/webinfer/pyodide/<version>, filled once with `npm pack`)")
     p.add_argument("--pyodide-url", metavar="URL", help="load Pyodide from this https:// folder (a CDN) "
                    "instead of serving it from the site")
+    p.add_argument("--ort-web", metavar="DIR", help="onnxruntime-web's dist folder, copied into the site for the CPU "
+                   "path of an artifact built with --cpu (default: ~/.cache/webinfer/onnxruntime-web/<version>)")
 
 
 def _load_feed(spec: str):
@@ -141,8 +152,12 @@ def cmd_run(args) -> int:
 
     out = _npz_path(args.output)
     feeds = dict(_load_feed(s) for s in args.input or [])
-    session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
-    print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
+    if args.device == "cpu":
+        session = InferenceSession(args.artifact, device="cpu", kernel_class=args.kernel_class)
+        print(f"path: cpu ({session.cpu_why})")
+    else:
+        session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
+        print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
     t0 = time.perf_counter()
     names = [o.name for o in session.get_outputs()]
     outputs = session.run(names, feeds)
@@ -151,7 +166,7 @@ def cmd_run(args) -> int:
         flat = value.reshape(-1)
         head = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat[:6])
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
-    print(f"ran in {ms:.1f} ms on {session.device.adapter_name}")
+    print(f"ran in {ms:.1f} ms on {'the CPU' if session.device == 'cpu' else session.device.adapter_name}")
     if out:
         np.savez(out, **dict(zip(names, outputs)))
         print(f"wrote {out}")
@@ -294,6 +309,10 @@ def parser() -> argparse.ArgumentParser:
                         "crop, channel order, mean/std, layout: see docs/architecture.md)")
     b.add_argument("--postprocess", metavar="CLASSIFY.json",
                    help="a classification epilogue: softmax, top-k scores and labels from a file")
+    b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,
+                   help="also store the model as standard ONNX for a CPU path (pages without WebGPU run it with "
+                        "onnxruntime-web's wasm backend; InferenceSession(device='cpu') with onnxruntime): on by "
+                        "default with --web; the weights are then shipped twice")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
     b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")
@@ -324,6 +343,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="OUT.npz")
     r.add_argument("--class", dest="kernel_class", metavar="CLASS",
                    help="run this kernel class's program (default: chosen for the adapter)")
+    r.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
+                   help="cpu: run the artifact's CPU model (built with --cpu) with onnxruntime, no GPU adapter")
     r.set_defaults(fn=cmd_run)
     k = sub.add_parser("classify", help="classify an image file with an artifact built with --preprocess and "
                                          "--postprocess")

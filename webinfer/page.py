@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from .artifact import MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
+from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
 from .errors import WebinferError
 from .runtime import vision
 from .runtime.select import choose_program
@@ -47,6 +47,8 @@ class PageSession:
             shaders[i] = shader_text(data, spec, i, base + entry["file"])
         assets = {}
         for rel, entry in manifest.get("assets", {}).items():
+            if rel == CPU_MODEL:  # the CPU path's (worker.mjs runs it without Python)
+                continue
             data = await fetch_bytes(base + rel)
             verify(entry, data, base + rel)
             assets[rel.split("/", 1)[1]] = data

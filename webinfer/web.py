@@ -1,4 +1,5 @@
-"""What a web bundle needs besides the artifact: Pyodide's runtime files and a browser wheel of webinfer.
+"""What a web bundle needs besides the artifact: Pyodide's runtime files, a browser wheel of webinfer, and for
+an artifact carrying a CPU model (``build --cpu``), onnxruntime-web's wasm backend.
 
 Both come from the installed package, so ``webinfer build --web`` / ``webinfer bundle`` work from a wheel
 installed anywhere, not only from a source checkout:
@@ -11,6 +12,9 @@ installed anywhere, not only from a source checkout:
   filled once from a source checkout's ``web/node_modules/pyodide`` of that version or else with
   ``npm pack pyodide@<version>`` (the tarball's sha512 checked against the pin). Neither possible: one
   clear error naming both ways.
+- onnxruntime-web (the CPU path: its wasm build only, ``ORT_WEB_FILES``) is found the same way: ``--ort-web
+  DIR``; ``WEBINFER_ORT_WEB_DIR``; the cache ``~/.cache/webinfer/onnxruntime-web/<version>``, filled from a
+  checkout's ``web/node_modules/onnxruntime-web/dist`` or ``npm pack`` (sha512 checked).
 
 Build-time module (standard library only, but never loaded by the browser).
 """
@@ -39,6 +43,11 @@ PYODIDE_INTEGRITY = ("sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+H
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json")
 _REQUIRED = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+# onnxruntime-web for the CPU path: the wasm-only ES module build and the SIMD+threads binary it loads (it
+# runs single-threaded where the page is not cross-origin isolated). web/package-lock.json pins the same.
+ORT_WEB_VERSION = "1.30.0"
+ORT_WEB_INTEGRITY = ("sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7svNc4rKY3jL02Vb7QmRMDs1SigqR4CXAfKYQ==")
+ORT_WEB_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 # Every module the browser may import is reached from these (plus the package's __init__): folders, and the page's
 # own module.
 RUNTIME_ROOTS = ("runtime", "llm", "page.py")
@@ -62,7 +71,7 @@ def pyodide_dir(pyodide: str | None = None) -> str:
     cached = os.path.join(cache_root(), "pyodide", PYODIDE_VERSION)
     if all(os.path.isfile(os.path.join(cached, n)) for n in _REQUIRED):
         return cached
-    why = _fill_cache(cached)
+    why = _fill_cache(cached, _checkout_pyodide(), _package("pyodide"))
     if why is None:
         return cached
     raise WebinferError(f"Pyodide {PYODIDE_VERSION} is not available ({why}): pass --pyodide DIR (a folder "
@@ -81,32 +90,81 @@ def _checkout_pyodide() -> str | None:
     return path if version == PYODIDE_VERSION else None
 
 
-def _fill_cache(dest: str) -> str | None:
-    """Fill ``dest`` with Pyodide's files (from a checkout, else npm); None on success, else why not."""
+def _package(name: str) -> tuple:
+    """(npm package, version, integrity, files, required files, folder inside the tarball), read when used."""
+    if name == "pyodide":
+        return ("pyodide", PYODIDE_VERSION, PYODIDE_INTEGRITY, PYODIDE_FILES, _REQUIRED, "package")
+    return ("onnxruntime-web", ORT_WEB_VERSION, ORT_WEB_INTEGRITY, ORT_WEB_FILES, ORT_WEB_FILES, "package/dist")
+
+
+def ort_web_dir(ort_web: str | None = None) -> str:
+    """A folder holding onnxruntime-web's ORT_WEB_FILES: ``ort_web``, else ``WEBINFER_ORT_WEB_DIR``, else the
+    cache (filled on first use). Raises WebinferError with both ways to fix it when none works."""
+    explicit = ort_web or os.environ.get("WEBINFER_ORT_WEB_DIR")
+    if explicit:
+        missing = [n for n in ORT_WEB_FILES if not os.path.isfile(os.path.join(explicit, n))]
+        if missing:
+            raise WebinferError(f"--ort-web {explicit}: not onnxruntime-web's dist folder (missing "
+                                f"{', '.join(missing)})")
+        return explicit
+    cached = os.path.join(cache_root(), "onnxruntime-web", ORT_WEB_VERSION)
+    if all(os.path.isfile(os.path.join(cached, n)) for n in ORT_WEB_FILES):
+        return cached
+    why = _fill_cache(cached, _checkout_ort_web(), _package("onnxruntime-web"))
+    if why is None:
+        return cached
+    raise WebinferError(f"onnxruntime-web {ORT_WEB_VERSION} is not available ({why}): pass --ort-web DIR (its "
+                        f"dist folder, e.g. node_modules/onnxruntime-web/dist after `npm install onnxruntime-web@"
+                        f"{ORT_WEB_VERSION}`), let webinfer fill {cached} once with npm, or build without --cpu")
+
+
+def _checkout_ort_web() -> str | None:
+    path = os.path.join(os.path.dirname(PACKAGE_DIR), "web", "node_modules", "onnxruntime-web")
+    try:
+        with open(os.path.join(path, "package.json")) as f:
+            version = json.load(f).get("version")
+    except (OSError, ValueError):
+        return None
+    return os.path.join(path, "dist") if version == ORT_WEB_VERSION else None
+
+
+def copy_ort_web(src: str, site_dir: str) -> None:
+    """onnxruntime-web's wasm files into ``site_dir``/ort (unchanged files are left alone)."""
+    dst_dir = os.path.join(site_dir, "ort")
+    os.makedirs(dst_dir, exist_ok=True)
+    for name in ORT_WEB_FILES:
+        src_file, dst = os.path.join(src, name), os.path.join(dst_dir, name)
+        if not _same_file(src_file, dst):
+            shutil.copyfile(src_file, dst)
+
+
+def _fill_cache(dest: str, local: str | None, pkg: tuple) -> str | None:
+    """Fill ``dest`` with a package's files (from a checkout's folder ``local``, else npm); None on success,
+    else why not."""
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".fill-", dir=parent) as tmp:
         staged = os.path.join(tmp, "pyodide")
         os.makedirs(staged)
-        local = _checkout_pyodide()
         if local is not None:
-            for name in PYODIDE_FILES:
+            for name in pkg[3]:
                 if os.path.isfile(os.path.join(local, name)):
                     shutil.copyfile(os.path.join(local, name), os.path.join(staged, name))
         else:
-            why = _npm_pack_into(staged, tmp)
+            why = _npm_pack_into(staged, tmp, pkg)
             if why is not None:
                 return why
         try:
             os.rename(staged, dest)  # atomic: concurrent fillers leave one complete copy
         except OSError:
-            if not os.path.isfile(os.path.join(dest, "pyodide.mjs")):
+            if not os.path.isfile(os.path.join(dest, pkg[4][0])):
                 raise
     return None
 
 
-def _npm_pack_into(staged: str, tmp: str) -> str | None:
-    spec = f"pyodide@{PYODIDE_VERSION}"
+def _npm_pack_into(staged: str, tmp: str, pkg: tuple) -> str | None:
+    name, version, integrity, files, required, folder = pkg
+    spec = f"{name}@{version}"
     try:
         r = subprocess.run(["npm", "pack", spec, "--pack-destination", tmp, "--json", "--loglevel=error"],
                            capture_output=True, text=True, timeout=600, cwd=tmp)
@@ -117,24 +175,24 @@ def _npm_pack_into(staged: str, tmp: str) -> str | None:
     if r.returncode != 0:
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
         return f"`npm pack {spec}` failed: {tail}"
-    tarball = os.path.join(tmp, f"pyodide-{PYODIDE_VERSION}.tgz")
+    tarball = os.path.join(tmp, f"{name}-{version}.tgz")
     if not os.path.isfile(tarball):
         return f"`npm pack {spec}` wrote no {os.path.basename(tarball)}"
     with open(tarball, "rb") as f:
         digest = "sha512-" + base64.b64encode(hashlib.sha512(f.read()).digest()).decode()
-    if digest != PYODIDE_INTEGRITY:
+    if digest != integrity:
         return f"the downloaded {os.path.basename(tarball)} does not match the pinned sha512"
     with tarfile.open(tarball) as tar:
-        for name in PYODIDE_FILES:
+        for fname in files:
             try:
-                member = tar.getmember(f"package/{name}")
+                member = tar.getmember(f"{folder}/{fname}")
             except KeyError:
                 continue
             if not member.isfile():
                 continue
-            with tar.extractfile(member) as src, open(os.path.join(staged, name), "wb") as dst:
+            with tar.extractfile(member) as src, open(os.path.join(staged, fname), "wb") as dst:
                 shutil.copyfileobj(src, dst)
-    missing = [n for n in _REQUIRED if not os.path.isfile(os.path.join(staged, n))]
+    missing = [n for n in required if not os.path.isfile(os.path.join(staged, n))]
     return f"the npm tarball lacks {', '.join(missing)}" if missing else None
 
 

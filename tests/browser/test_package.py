@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper, save
 
+from webinfer import web
 from webinfer.web import PYODIDE_FILES, PYODIDE_VERSION, pyodide_dir
 
 pytestmark = pytest.mark.browser
@@ -73,11 +74,14 @@ def test_wheel_outside_checkout_builds_a_page_that_matches_native(page, tmp_path
     where = subprocess.check_output([str(venv / "bin" / "python"), "-c", "import webinfer; print(webinfer.__file__)"],
                                     text=True, env=env, cwd=work).strip()
     assert where.startswith(str(venv)), f"the venv imported webinfer from {where}, not from the wheel"
-    # The prepared cache: Pyodide's release files where webinfer looks for them ($XDG_CACHE_HOME).
-    cache = tmp_path / "cache" / "webinfer" / "pyodide" / PYODIDE_VERSION
-    cache.mkdir(parents=True)
-    for name in PYODIDE_FILES:
-        os.symlink(os.path.join(pyodide_dir(), name), cache / name)
+    # The prepared cache: Pyodide's release files, and onnxruntime-web's for the CPU path (on by default with
+    # --web), where webinfer looks for them ($XDG_CACHE_HOME).
+    for pkg, version, files, src in (("pyodide", PYODIDE_VERSION, PYODIDE_FILES, pyodide_dir()),
+                                     ("onnxruntime-web", web.ORT_WEB_VERSION, web.ORT_WEB_FILES, web.ort_web_dir())):
+        cache = tmp_path / "cache" / "webinfer" / pkg / version
+        cache.mkdir(parents=True)
+        for name in files:
+            os.symlink(os.path.join(src, name), cache / name)
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     _tiny_model(work / "tiny.onnx")
     # No network: a fresh network namespace has only a down loopback (unshare -rn, available to root here).
@@ -86,6 +90,7 @@ def test_wheel_outside_checkout_builds_a_page_that_matches_native(page, tmp_path
                        text=True, env=env, cwd=work)
     assert r.returncode == 0, r.stderr
     assert offline, "unshare -rn is needed to show the build used no network"
+    assert "CPU path: assets/cpu-model.onnx" in r.stdout and (work / "site" / "ort" / web.ORT_WEB_FILES[0]).is_file()
     x = np.ones((1, 5), np.float32)
     np.save(work / "x.npy", x)
     r = subprocess.run(["webinfer", "run", "tiny.wi", "--input", "x=x.npy", "--output", "out.npz"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..artifact import Artifact
+from ..errors import WebinferError
 from . import vision
 from .session import SessionCore, run_sync
 from .tensor import HostTensor
@@ -10,12 +11,22 @@ from .tensor import HostTensor
 
 class InferenceSession:
     """Load an artifact directory and run it. Natively the device is wgpu-py; in Pyodide pass a
-    ``BrowserDevice`` and use ``await run_async(...)``."""
+    ``BrowserDevice`` and use ``await run_async(...)``; ``device="cpu"`` runs the artifact's CPU model
+    (``build --cpu``) with onnxruntime instead, where there is no GPU adapter (runtime/cpu.py)."""
 
     def __init__(self, path: str, device=None, kernel_class: str | None = None):
         """``kernel_class`` forces one of the artifact's programs; by default the device's adapter decides
         (``self.choice``: which class and why, runtime/select.py)."""
         self.artifact = Artifact.load(path)
+        self._cpu = None
+        if device == "cpu":
+            if kernel_class is not None:
+                raise WebinferError('kernel_class chooses a GPU program; device="cpu" runs none')
+            from .cpu import CpuSession
+
+            self._cpu = CpuSession(self.artifact)
+            self.device, self.choice, self.program, self.cpu_why = "cpu", None, None, self._cpu.why
+            return
         if device is None:
             from .native import NativeDevice
 
@@ -28,13 +39,15 @@ class InferenceSession:
         self.program = self._core.manifest["program"]  # the chosen program (steps, outputs, weights, ...)
 
     def get_inputs(self):
-        return self._core.get_inputs()
+        return (self._cpu or self._core).get_inputs()
 
     def get_outputs(self):
-        return self._core.get_outputs()
+        return (self._cpu or self._core).get_outputs()
 
     async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """``dims``: values of dims no input carries (a KV-cache artifact's past length)."""
+        if self._cpu is not None:
+            return self._cpu.run(output_names, feeds)
         feeds = vision.pack_image(self.artifact.manifest, feeds)
         return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
 
@@ -45,6 +58,8 @@ class InferenceSession:
     async def classify_async(self, image, width: int | None = None, height: int | None = None) -> list:
         """An artifact built with --preprocess and --postprocess: RGBA8 pixels of any size (see
         ``vision.image_feed``) -> [(label, score)], best first."""
+        if self._cpu is not None:
+            raise WebinferError('classify runs on a GPU device only (device="cpu" runs generic models)')
         assets = self.artifact.manifest.get("assets", {})
         return await vision.classify(self._core, image, width, height,
                                      lambda name: self.artifact.read(assets["assets/" + name]))

@@ -6,10 +6,12 @@ const LIMITS = ["maxStorageBufferBindingSize", "maxBufferSize", "maxStorageBuffe
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupStorageSize", "maxComputeWorkgroupsPerDimension"];
 
 async function show() {
-  if (!navigator.gpu) throw new NoWebGPU("This browser has no WebGPU, so the demos cannot run here. " +
-    "Use a recent Chromium (on a machine without a GPU, start it with --enable-unsafe-webgpu).");
+  const cpu = " A model page built with a CPU path (build --cpu, the default with --web) runs on the CPU " +
+    "instead (onnxruntime-web wasm); the demos need WebGPU.";
+  if (!navigator.gpu) throw new NoWebGPU("This browser has no WebGPU. Use a recent Chromium (on a machine " +
+    "without a GPU, start it with --enable-unsafe-webgpu)." + cpu);
   const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (!adapter) throw new NoWebGPU("WebGPU is present but found no adapter, so the demos cannot run here.");
+  if (!adapter) throw new NoWebGPU("WebGPU is present but found no adapter." + cpu);
   const table = document.createElement("table");
   const row = (k, v) => {
     const tr = table.insertRow();

@@ -29,6 +29,7 @@ export function progressBar(el, statusEl) {
 }
 
 export function timingText(t) {
+  if (!t.python_ms) return `ready in ${t.ready_ms} ms (model ${t.weights_ms} ms, session ${t.session_ms} ms, in a worker)`;
   return `ready in ${t.ready_ms} ms (Python ${t.python_ms} ms, weights ${t.weights_ms} ms, ` +
     `kernels ${t.session_ms} ms, all in a worker)`;
 }

@@ -9,9 +9,12 @@
 //   for await (const t of chat.send([{ role: "user", content: "Hi!" }])) console.log(t.text);
 //   chat.cancel();                                               // stops the reply after the current token
 //
-// load(url, {onProgress, kernelClass}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy, timings,
-//   run(feeds), classify(image), encode(text), close()}; the artifact's program is chosen for the adapter
-//   (kernelClass forces one); close() frees the session's GPU memory.
+// load(url, {onProgress, kernelClass, path}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
+//   path, pathWhy, timings, run(feeds), classify(image), encode(text), close()}; the artifact's program is chosen
+//   for the adapter (kernelClass forces one); close() frees the session's GPU memory.
+//   path: "gpu" (WebGPU) or "cpu": where the page has no WebGPU (or path: "cpu" forces it), an artifact built
+//   with --cpu runs its CPU model on onnxruntime-web's wasm backend, with the same run(feeds) (classify, encode
+//   and chat need WebGPU in this release); session.path and session.pathWhy say which and why.
 //   classify(image): an artifact built with --preprocess/--postprocess takes an ImageData (or {data, width,
 //   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
 //   normalising run on the GPU.
@@ -91,8 +94,8 @@ function absolute(url) {
   return new URL(url, globalThis.document ? document.baseURI : location.href).href;
 }
 
-async function open(url, kind, { onProgress, kernelClass } = {}) {
-  const info = await call({ op: "load", url: absolute(url), kind, kernelClass },
+async function open(url, kind, { onProgress, kernelClass, path } = {}) {
+  const info = await call({ op: "load", url: absolute(url), kind, kernelClass, path },
     (m) => m.progress && onProgress?.(m.progress));
   info.timings.ready_ms = Math.round(performance.now());  // since this page started loading
   return info;
@@ -112,7 +115,8 @@ class Session {
   constructor(info) {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
       adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer,
-      kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why });
+      kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why, path: info.path,
+      pathWhy: info.path_why });
   }
 
   /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}. */

@@ -1,7 +1,7 @@
 // The Web Worker behind webinfer.mjs: Pyodide, WebGPU and webinfer's Python runtime run here, so the page's
 // main thread only renders. One worker per page serves every session it opens, over one GPU device.
 //
-// Messages in:  {id, op: "load", url, kind: "session" | "chat"}  {id, op: "run", handle, feeds}
+// Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options}
 //               {id, op: "classify", handle, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
@@ -11,6 +11,12 @@
 // Weights never pass through Python: the worker fetches each shard (Cache Storage first), checks its sha256
 // and writes it into GPU buffers; Python opens the session over those buffers. Everything is fetched from
 // this site's own origin (unless the site was bundled with --pyodide-url).
+//
+// Two paths: WebGPU (Pyodide + webinfer's kernels) and, where the page has no WebGPU or `path: "cpu"` forces
+// it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs; no Python). Each session says
+// which path it runs and why.
+
+import { CPU_MODEL, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
 
 const CACHE_NAME = "webinfer-weights-v1";
 const ROOT = new URL("../", import.meta.url);
@@ -241,11 +247,56 @@ async function fetchManifest(artifactURL) {
   return JSON.parse(new TextDecoder().decode(raw));
 }
 
+// -- the path: WebGPU, else the CPU --------------------------------------------------------------------------
+// {path, why}; `forced` is load's `path` option ("cpu" | "gpu"; the generic page's ?path=).
+async function choosePath(forced) {
+  if (forced !== undefined && forced !== "cpu" && forced !== "gpu") throw new Error(`path must be cpu or gpu, not ${forced}`);
+  if (forced === "cpu") return { path: "cpu", why: "forced (path=cpu)" };
+  try {
+    await gpu();
+  } catch (e) {
+    if (forced === "gpu") throw e;
+    const why = !navigator.gpu ? "this browser has no WebGPU (navigator.gpu is missing)" : e.message;
+    return { path: "cpu", why };
+  }
+  return { path: "gpu", why: forced ? "forced (path=gpu)" : "a WebGPU adapter was found" };
+}
+
+// The CPU path's load: the CPU model fetched (Cache Storage first) and checked like a shard, then cpu.mjs.
+async function loadCPU(artifactURL, manifest, kind, choice, progress) {
+  const entry = manifest.assets?.[CPU_MODEL];
+  if (!entry) {
+    throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu; ` +
+      "an artifact with --preprocess, --postprocess or built for generation cannot carry one yet).");
+  }
+  if (kind !== "session") throw new Error(`the CPU path runs generic models only; chat needs WebGPU (${choice.why})`);
+  const s = await site();
+  if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
+  const t = performance.now();
+  const cache = await caches.open(CACHE_NAME).catch(() => null);
+  let loaded = 0;
+  const { bytes, cached } = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, (n, c) => {
+    loaded += n;
+    progress({ phase: "weights", loaded, total: entry.bytes, cached: c });
+  });
+  const timings = { weights_ms: Math.round(performance.now() - t), weight_bytes: entry.bytes, shards: 1,
+    shards_from_cache: cached ? 1 : 0, python_ms: 0 };
+  progress({ phase: "compile" });
+  const info = await openCpuSession(manifest, bytes, new URL(s.ort, ROOT).href, choice, timings);
+  timings.worker_ms = Math.round(performance.now() - started);
+  return info;
+}
+
 // -- operations ------------------------------------------------------------------------------------------
-async function load({ url, kind, kernelClass }, post) {
+async function load({ url, kind, kernelClass, path }, post) {
   const progress = (p) => post({ type: "progress", progress: p });
   const timings = {};
   const artifactURL = new URL(url.endsWith("/") ? url : url + "/", ROOT).href;
+  const choice = await choosePath(path);
+  if (choice.path === "cpu") {
+    if (kernelClass) throw new Error(`kernel class ${kernelClass}: a GPU program, but this session runs on the CPU (${choice.why})`);
+    return loadCPU(artifactURL, await fetchManifest(artifactURL), kind, choice, progress);
+  }
   progress({ phase: "python" });
   const py = python();  // Pyodide boots while the weights stream in
   const { adapter, device } = await gpu();
@@ -266,10 +317,11 @@ async function load({ url, kind, kernelClass }, post) {
   }
   timings.session_ms = Math.round(performance.now() - t2);
   timings.worker_ms = Math.round(performance.now() - started);
-  return { ...info, timings };
+  return { ...info, timings, path: "gpu", path_why: choice.why };
 }
 
 async function run({ handle, feeds }) {
+  if (cpuSession(handle)) return cpuSession(handle).run(feeds);
   const h = await host();
   const out = await h.run(handle, feeds);
   try {
@@ -281,6 +333,7 @@ async function run({ handle, feeds }) {
 }
 
 async function classify({ handle, pixels, width, height }) {
+  if (cpuSession(handle)) throw new Error("classify runs on the WebGPU path only; this session runs on the CPU");
   const h = await host();
   const out = await h.classify(handle, new Uint8Array(pixels), width, height);
   try {
@@ -291,6 +344,7 @@ async function classify({ handle, pixels, width, height }) {
 }
 
 async function encode({ handle, text }) {
+  if (cpuSession(handle)) throw new Error("encode runs on the WebGPU path only; this session runs on the CPU");
   const h = await host();
   const ids = h.encode(handle, text);
   try {
@@ -307,6 +361,7 @@ async function chat({ handle, messages, options }, post) {
 }
 
 async function close({ handle }) {
+  if (cpuSession(handle)) return closeCpuSession(handle);
   (await host()).close(handle);
   return null;
 }

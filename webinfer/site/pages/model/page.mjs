@@ -1,5 +1,6 @@
 // Generic page: load the artifact with webinfer's JS API, run it once on inputs of ones (symbolic dims set
-// to 1), print each output's shape and first values.
+// to 1), print each output's shape and first values. ?class=NAME forces a kernel class, ?path=cpu|gpu a path
+// (without WebGPU, an artifact built with --cpu runs on the CPU by itself).
 import * as webinfer from "../assets/webinfer.mjs";
 import { progressBar, showError, timingText } from "../assets/ui.mjs";
 
@@ -30,11 +31,14 @@ async function runOnce(session) {
 }
 
 async function main() {
+  const q = new URLSearchParams(location.search);
   const session = await webinfer.load("artifact/", {
     onProgress: progressBar(document.getElementById("progress"), statusEl),
-    kernelClass: new URLSearchParams(location.search).get("class") || undefined });  // ?class=gpu forces one
-  document.getElementById("timings").textContent = `${timingText(session.timings)}; kernel class ` +
-    `${session.kernelClass} (${session.kernelClassWhy})`;
+    kernelClass: q.get("class") || undefined, path: q.get("path") || undefined });
+  document.getElementById("timings").textContent = `${timingText(session.timings)}; ` + (session.path === "cpu"
+    ? `runs on the CPU: ${session.adapter}, because ${session.pathWhy}`
+    : `runs on WebGPU; kernel class ${session.kernelClass} (${session.kernelClassWhy})`);
+  resultEl.dataset.path = JSON.stringify({ path: session.path, why: session.pathWhy });
   resultEl.dataset.kernelClass = JSON.stringify({ name: session.kernelClass, why: session.kernelClassWhy });
   statusEl.textContent = "running…";
   await runOnce(session);

@@ -1,0 +1,154 @@
+"""The CPU path in the page (issue 40, first step): Chromium started WITHOUT WebGPU (--disable-features=WebGPU,
+no --enable-unsafe-webgpu) runs an artifact built with --cpu through the generic page and the JS API on
+onnxruntime-web's wasm backend, served from the site; outputs equal onnxruntime CPU's (and numpy's), nothing
+is fetched from outside the site, and the page says which path it runs and why."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlparse
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def _model(path):
+    """x[batch, 5] float -> y = tanh(x @ w); ids[batch, 3] int64 -> e = table[ids] (an int64 feed)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    table = rng.standard_normal((7, 2)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Tanh", ["m"], ["y"]),
+         helper.make_node("Gather", ["table", "ids"], ["e"])], "cpu-path",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4]),
+         helper.make_tensor_value_info("e", TensorProto.FLOAT, ["batch", 3, 2])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(table, "table")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return w, table
+
+
+@pytest.fixture(scope="module")
+def cpu_site(tmp_path_factory, webinfer_wheel):
+    import webinfer
+    from webinfer.bundle import bundle
+    from webinfer.serve import serve_in_thread
+    from webinfer.web import ORT_WEB_FILES
+
+    tmp = tmp_path_factory.mktemp("cpu-site")
+    w, table = _model(tmp / "m.onnx")
+    manifest = webinfer.build(str(tmp / "m.onnx"), str(tmp / "m.wi"), cpu=True)
+    assert manifest["cpu_model"]["bytes"] == (tmp / "m.wi" / "assets" / "cpu-model.onnx").stat().st_size
+    webinfer.build(str(tmp / "m.onnx"), str(tmp / "plain.wi"))  # no CPU model
+    bundle(str(tmp / "m.wi"), str(tmp / "site"), wheel=webinfer_wheel)
+    bundle(str(tmp / "plain.wi"), str(tmp / "plain-site"), wheel=webinfer_wheel)
+    # onnxruntime-web travels with a page whose artifact carries a CPU model, and only then
+    assert json.loads((tmp / "site" / "site.json").read_text())["ort"] == "ort/"
+    assert sorted(p.name for p in (tmp / "site" / "ort").iterdir()) == sorted(ORT_WEB_FILES)
+    assert not (tmp / "plain-site" / "ort").exists() and "ort" not in json.loads((tmp / "plain-site" / "site.json").read_text())
+    servers = [serve_in_thread(str(tmp / name)) for name in ("site", "plain-site")]
+    yield {"url": servers[0][1], "plain_url": servers[1][1], "model": tmp / "m.onnx", "w": w, "table": table,
+           "site": tmp / "site"}
+    for server, _ in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def no_webgpu(browser_type, browser_type_launch_args):
+    """A second Chromium: the suite's flags (conftest.py) less --enable-unsafe-webgpu, plus WebGPU disabled."""
+    args = [a for a in browser_type_launch_args["args"] if a != "--enable-unsafe-webgpu"]
+    browser = browser_type.launch(**{**browser_type_launch_args, "args": args + ["--disable-features=WebGPU"]})
+    yield browser
+    browser.close()
+
+
+def _reference(model, feeds):
+    return ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _open(browser, url):
+    page = browser.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url)
+    page.wait_for_selector("#result[data-done]", state="attached", timeout=120_000)
+    return page, requests
+
+
+def test_generic_page_and_js_api_without_webgpu(no_webgpu, cpu_site):
+    page, requests = _open(no_webgpu, cpu_site["url"] + "model/")
+    result = page.locator("#result")
+    assert result.get_attribute("data-error") is None, result.get_attribute("data-error")
+    # really no WebGPU in this browser (navigator.gpu may exist, but no adapter comes back)
+    assert page.evaluate("async () => Boolean(navigator.gpu && await navigator.gpu.requestAdapter())") is False
+    path = json.loads(result.get_attribute("data-path"))
+    assert path["path"] == "cpu" and "no WebGPU" in path["why"], path
+    assert "runs on the CPU" in page.locator("#timings").inner_text()
+    outputs = json.loads(result.get_attribute("data-outputs"))
+    want_y, want_e = _reference(cpu_site["model"], {"x": np.ones((1, 5), np.float32), "ids": np.ones((1, 3), np.int64)})
+    assert outputs["y"]["shape"] == [1, 4] and outputs["e"]["shape"] == [1, 3, 2]
+    np.testing.assert_allclose(outputs["y"]["head"], want_y.ravel()[:8], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(outputs["e"]["head"], want_e.ravel()[:8], rtol=0, atol=0)
+
+    # The JS API on other inputs: the same outputs as onnxruntime CPU (and numpy), int64 feeds included.
+    x = np.linspace(-2, 2, 15, dtype=np.float32).reshape(3, 5)
+    ids = np.array([[0, 6, 3], [2, 2, 5], [1, 4, 0]], np.int64)
+    got = page.evaluate("""async ([x, ids]) => {
+        const webinfer = await import("../assets/webinfer.mjs");
+        const s = await webinfer.load("artifact/");
+        const out = await s.run({ x: { data: x, dims: [3, 5] }, ids: { data: ids, dims: [3, 3] } });
+        const res = { path: s.path, inputs: s.inputs, outputs: s.outputs, adapter: s.adapter,
+            isolated: self.crossOriginIsolated, cores: navigator.hardwareConcurrency,
+            y: [out.y.type, out.y.dims, Array.from(out.y.data)], e: [out.e.type, out.e.dims, Array.from(out.e.data)] };
+        await s.close();
+        res.closed = await s.run({ x: { data: x, dims: [3, 5] }, ids: { data: ids, dims: [3, 3] } })
+            .then(() => "ran", (e) => e.message);
+        return res; }""", [x.ravel().tolist(), ids.ravel().tolist()])
+    assert got["path"] == "cpu"
+    # threads where the page is cross-origin isolated (webinfer serve's headers make it so)
+    assert got["isolated"] is True
+    threads = min(4, got["cores"])
+    assert got["adapter"] == f"CPU (onnxruntime-web wasm, {threads} thread{'' if threads == 1 else 's'})", got
+    assert got["inputs"] == [{"name": "x", "type": "float32", "dims": ["batch", 5]},
+                             {"name": "ids", "type": "int64", "dims": ["batch", 3]}]
+    assert [o["name"] for o in got["outputs"]] == ["y", "e"]
+    want_y, want_e = _reference(cpu_site["model"], {"x": x, "ids": ids})
+    assert got["y"][:2] == ["float32", [3, 4]] and got["e"][:2] == ["float32", [3, 3, 2]]
+    np.testing.assert_allclose(np.reshape(got["y"][2], (3, 4)), want_y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.reshape(got["y"][2], (3, 4)), np.tanh(x @ cpu_site["w"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.reshape(got["e"][2], (3, 3, 2)), cpu_site["table"][ids])
+    assert "no open session" in got["closed"], got["closed"]
+    # Everything from the site itself: onnxruntime-web's files included, nothing else.
+    assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}
+    assert any(urlparse(u).path.startswith("/ort/ort-wasm-simd-threaded") for u in requests), requests
+    assert not [u for u in requests if "/pyodide/" in u]  # the CPU path needs no Python
+    page.close()
+
+
+def test_forcing_a_path_and_the_clear_errors(no_webgpu, cpu_site, page):
+    # ?path=gpu where there is no WebGPU: one clear line, not a fallback.
+    p, _ = _open(no_webgpu, cpu_site["url"] + "model/?path=gpu")
+    assert "WebGPU" in (p.locator("#result").get_attribute("data-error") or ""), p.locator("#result").inner_text()
+    p.close()
+    # An artifact built without --cpu, in a browser without WebGPU: says so and how to fix it.
+    p, _ = _open(no_webgpu, cpu_site["plain_url"] + "model/")
+    err = p.locator("#result").get_attribute("data-error") or ""
+    assert "no CPU model" in err and "--cpu" in err, err
+    p.close()
+    # ?path=cpu forces the CPU path where WebGPU is there (the usual test browser, SwiftShader).
+    page.goto(cpu_site["url"] + "model/?path=cpu")
+    page.wait_for_selector("#result[data-done]", state="attached", timeout=120_000)
+    result = page.locator("#result")
+    assert result.get_attribute("data-error") is None, result.get_attribute("data-error")
+    assert json.loads(result.get_attribute("data-path")) == {"path": "cpu", "why": "forced (path=cpu)"}
+    want_y, _ = _reference(cpu_site["model"], {"x": np.ones((1, 5), np.float32), "ids": np.ones((1, 3), np.int64)})
+    np.testing.assert_allclose(json.loads(result.get_attribute("data-outputs"))["y"]["head"], want_y.ravel(),
+                               rtol=1e-6, atol=1e-6)

@@ -1,0 +1,67 @@
+"""The CPU path natively: the artifact's CPU model (``build --cpu``, artifact.CPU_MODEL: the source model as
+standard ONNX) run by onnxruntime, so a machine without a GPU adapter still gets an answer from the same
+artifact. Pages do the same with onnxruntime-web's wasm backend (site/cpu.mjs).
+
+onnxruntime and numpy are imported only here, when ``device="cpu"`` is asked for: the runtime itself stays
+standard-library Python (Pyodide never imports this module's engine).
+"""
+
+from __future__ import annotations
+
+from .. import dims as D
+from ..artifact import CPU_MODEL, Artifact
+from ..errors import WebinferError
+
+
+class CpuSession:
+    """onnxruntime over the artifact's CPU model; inputs and outputs are described from the manifest, as the
+    GPU path describes them."""
+
+    def __init__(self, artifact: Artifact):
+        entry = artifact.manifest.get("assets", {}).get(CPU_MODEL)
+        if entry is None:
+            raise WebinferError(f"{artifact.path}: this artifact carries no CPU model (build it with --cpu)")
+        try:
+            import onnxruntime
+        except ImportError:
+            raise WebinferError('device="cpu" needs onnxruntime (pip install onnxruntime)') from None
+        self.manifest = artifact.manifest
+        self.session = onnxruntime.InferenceSession(artifact.read(entry), providers=["CPUExecutionProvider"])
+        self._types = {i.name: i.type for i in self.session.get_inputs()}
+        self.why = f"device='cpu': onnxruntime {onnxruntime.__version__} CPUExecutionProvider"
+
+    def get_inputs(self) -> list:
+        return [self._io(io) for io in self.manifest["inputs"]]
+
+    def get_outputs(self) -> list:
+        return [self._io(io) for io in self.manifest["programs"][0]["outputs"]]
+
+    def _io(self, io: dict):
+        from .session import IOInfo
+
+        t = self.manifest["tensors"][io["tensor"]]
+        return IOInfo(io["name"], t["dtype"], [d if isinstance(d, int) else D.json_text(d) for d in t["shape"]])
+
+    def run(self, output_names, feeds: dict) -> list:
+        import numpy as np
+
+        known = {io["name"] for io in self.manifest["inputs"]}
+        unknown = sorted(set(feeds) - known)
+        if unknown:
+            raise WebinferError(f"unknown input {unknown[0]!r} (inputs: {', '.join(sorted(known))})")
+        missing = sorted(known - set(feeds))
+        if missing:
+            raise WebinferError(f"missing feed for input {missing[0]!r}")
+        arrays = {}
+        for name, value in feeds.items():
+            dtype = _NUMPY.get(self._types.get(name, ""))
+            arrays[name] = np.asarray(value, dtype=dtype)
+        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
+        return self.session.run(names, arrays)
+
+
+# onnxruntime's input types -> numpy dtypes (feeds are converted to the model's type, as the GPU path does).
+_NUMPY = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+          "tensor(int8)": "int8", "tensor(int16)": "int16", "tensor(int32)": "int32", "tensor(int64)": "int64",
+          "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(uint32)": "uint32",
+          "tensor(uint64)": "uint64", "tensor(bool)": "bool"}

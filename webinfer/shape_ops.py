@@ -99,3 +99,14 @@ HOST_OPS = {
        for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")},
 }
 BOOL_OPS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+
+
+def squeezed_axes(x: tuple, declared_rank: int | None) -> set[int]:
+    """The axes a Squeeze without ``axes`` drops: its static 1s, and its symbolic dims too where the declared output
+    rank says the exporter saw them squeezed (a batch traced at 1; the lowering guards them == 1). Otherwise the
+    symbolic dims are kept."""
+    ones = {i for i, d in enumerate(x) if d == 1}
+    symbolic = {i for i, d in enumerate(x) if not isinstance(d, int)}
+    if symbolic and declared_rank == len(x) - len(ones) - len(symbolic):
+        return ones | symbolic
+    return ones

@@ -212,3 +212,45 @@ def test_paddle_style_anonymous_dims_are_each_their_own():
     for shape in [(1, 3, 12, 40), (2, 3, 9, 7)]:
         x = rng.standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(session.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def _squeeze_all_model(declared_rank_zero: bool):
+    """A score head as speechmos' PLCMOS ends: Gemm to [batch, 1], Squeeze without axes, Sigmoid; the exporter traced
+    batch 1, so its declared output is a scalar (or, here, also the [batch] a batch-keeping export declares)."""
+    w = np.random.default_rng(3).standard_normal((8, 1)).astype(np.float32)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [] if declared_rank_zero else ["batch"])
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Squeeze", ["m"], ["s"]),
+                           helper.make_node("Sigmoid", ["s"], ["y"])], "head",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])], [out],
+                          [numpy_helper.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_squeeze_without_axes_follows_the_declared_rank(tmp_path):
+    """Squeeze without axes over a symbolic dim: where the declared output drops it (a batch traced at 1), webinfer
+    drops it too and guards it == 1 (onnxruntime's rank there); other sizes get a one-line error, not a wrong rank."""
+    model = _squeeze_all_model(True)
+    path = tmp_path / "head.onnx"
+    path.write_bytes(model.SerializeToString())
+    build(str(path), str(tmp_path / "a.wi"))
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(4).standard_normal((1, 8)).astype(np.float32)
+    (want,), (got,) = ref.run(None, {"x": x}), session.run(None, {"x": x})
+    assert got.shape == want.shape == ()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    with pytest.raises(WebinferError, match="Squeeze"):
+        session.run(None, {"x": np.ones((2, 8), np.float32)})
+
+
+def test_squeeze_without_axes_keeps_a_declared_symbolic_dim(tmp_path):
+    model = _squeeze_all_model(False)
+    path = tmp_path / "head.onnx"
+    path.write_bytes(model.SerializeToString())
+    build(str(path), str(tmp_path / "a.wi"))
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    x = np.random.default_rng(5).standard_normal((3, 8)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = session.run(None, {"x": x})[0]
+    assert got.shape == want.shape == (3,)
+    np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -23,7 +23,7 @@ import onnx
 import onnx_ir as ir
 
 from .. import dims as D
-from .. import shape_ops
+from .. import opschema, shape_ops
 from ..dims import Dim
 from ..opschema import HOST_MAX_ELEMENTS
 
@@ -343,8 +343,28 @@ def _squeeze(si, node):
         else _attr(node, "axes")
     if x is None:
         return None
-    drop = {i for i, d in enumerate(x) if d == 1} if axes is None else {_axis(a, len(x)) for a in axes}
+    drop = shape_ops.squeezed_axes(x, _declared_rank(node.outputs[0])) if axes is None else \
+        {_axis(a, len(x)) for a in axes}
     return _passthrough_value(si, node, tuple(d for i, d in enumerate(x) if i not in drop))
+
+
+def _declared_rank(v: ir.Value, steps: int = 8) -> int | None:
+    """The rank the exporter declared for ``v``, or for the first declared value it flows into through elementwise
+    ops whose other operands are single constants (a score head's Squeeze -> Sigmoid -> Mul -> Add -> output)."""
+    for _ in range(steps):
+        if v.shape is not None:
+            return len(v.shape)
+        uses = list(v.uses())
+        if len(uses) != 1 or v.is_graph_output():
+            return None
+        node = uses[0].node
+        if node.op_type not in opschema.elementwise_ops() or len(node.outputs) != 1:
+            return None
+        for other in node.inputs:
+            if other is not v and (other is None or (c := _const(other)) is None or c.size != 1 or c.ndim > 0):
+                return None
+        v = node.outputs[0]
+    return None
 
 
 def _identity(si, node):

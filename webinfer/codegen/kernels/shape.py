@@ -11,6 +11,7 @@ import numpy as np
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
+from ... import shape_ops
 from .. import emit
 from ..emit import wgsl_literal
 from ..nested import is_nested
@@ -100,7 +101,13 @@ def lower_squeeze(ctx) -> None:
     x = ctx.inputs[0]
     axes = _axes(ctx)
     if axes is None:
-        drop = {i for i, d in enumerate(x.shape) if d == 1}
+        out_shape = ctx.node.outputs[0].shape  # shape inference's (graph/shapes.py made the same choice)
+        drop = shape_ops.squeezed_axes(tuple(x.shape), None if out_shape is None else len(out_shape))
+        for i in drop:
+            if not isinstance(x.shape[i], int):  # squeezed as the exporter saw it: only right while it is 1
+                why = f"Squeeze without axes drops {D.to_text(x.shape[i])}, which must then be 1"
+                ctx.assume(D.add(x.shape[i], -1), why)
+                ctx.assume(D.add(1, D.mul(x.shape[i], -1)), why)
     else:
         drop = {normalize_axis(a, x.rank) for a in axes}
     ctx.set_alias(0, x, [d for i, d in enumerate(x.shape) if i not in drop])

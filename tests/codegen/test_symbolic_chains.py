@@ -254,3 +254,27 @@ def test_squeeze_without_axes_keeps_a_declared_symbolic_dim(tmp_path):
     got = session.run(None, {"x": x})[0]
     assert got.shape == want.shape == (3,)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_squeeze_without_axes_chosen_by_the_outputs_declared_ranks(tmp_path):
+    """Nothing declares the Squeeze's own rank and a Slice follows it (speechmos' AECMOS head): keeping the batch
+    would make the graph output rank 2 where the export declares 1, so the batch is dropped (guarded == 1)."""
+    g = helper.make_graph(
+        [helper.make_node("Squeeze", ["x"], ["s"]),
+         helper.make_node("Slice", ["s", "st", "en", "ax"], ["c"]), helper.make_node("Sigmoid", ["c"], ["y"])], "h",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+        [numpy_helper.from_array(np.array([2], np.int64), n) if n != "ax" else
+         numpy_helper.from_array(np.array([0], np.int64), n) for n in ("st", "ax")] +
+        [numpy_helper.from_array(np.array([4], np.int64), "en")])
+    path = tmp_path / "head.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    build(str(path), str(tmp_path / "a.wi"))
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    x = np.random.default_rng(6).standard_normal((1, 6, 1)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = session.run(None, {"x": x})[0]
+    assert got.shape == want.shape == (2,)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    with pytest.raises(WebinferError, match="Squeeze"):
+        session.run(None, {"x": np.ones((2, 6, 1), np.float32)})

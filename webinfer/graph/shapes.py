@@ -84,6 +84,8 @@ class ShapeInference:
         self.shapes: dict[ir.Value, tuple | None] = {}
         self.values: dict[ir.Value, list[Dim]] = {}
         self.dtypes: dict[ir.Value, ir.DataType | None] = {}
+        self.open_squeezes: list[ir.Node] = []  # Squeezes without axes whose symbolic dims nothing declared
+        self.squeeze_drop: set[ir.Node] = set()  # ... and those this walk drops them from (infer())
 
     # -- reading what is known ------------------------------------------------------------------
     def shape(self, v: ir.Value | None) -> tuple | None:
@@ -343,8 +345,15 @@ def _squeeze(si, node):
         else _attr(node, "axes")
     if x is None:
         return None
-    drop = shape_ops.squeezed_axes(x, _declared_rank(node.outputs[0])) if axes is None else \
-        {_axis(a, len(x)) for a in axes}
+    if axes is None:
+        rank = _declared_rank(node.outputs[0])
+        if rank is None and any(not isinstance(d, int) for d in x):
+            si.open_squeezes.append(node)  # infer() may try dropping them (the graph outputs' declared ranks)
+            if node in si.squeeze_drop:
+                rank = sum(1 for d in x if isinstance(d, int) and d != 1)
+        drop = shape_ops.squeezed_axes(x, rank)
+    else:
+        drop = {_axis(a, len(x)) for a in axes}
     return _passthrough_value(si, node, tuple(d for i, d in enumerate(x) if i not in drop))
 
 
@@ -597,10 +606,31 @@ _RULES = {
 
 
 def infer(model: ir.Model) -> ShapeInference:
-    """Infer shapes (and small integer values) of the main graph and write the shapes onto its values."""
+    """Infer shapes (and small integer values) of the main graph and write the shapes onto its values.
+
+    A Squeeze without axes over a symbolic dim has a rank that depends on the dim's value; where nothing near it
+    declares a rank, its symbolic dims are kept, unless dropping them (as the exporter, tracing at 1, did) is
+    what gives the graph outputs their declared ranks: the few such Squeezes' choices are tried until they do."""
     si = ShapeInference(model).run()
+    if si.open_squeezes and not _output_ranks_match(si) and len(si.open_squeezes) <= 4:
+        nodes = list(si.open_squeezes)
+        for mask in range(1, 1 << len(nodes)):
+            trial = ShapeInference(model)
+            trial.squeeze_drop = {n for i, n in enumerate(nodes) if mask >> i & 1}
+            trial.run()
+            if _output_ranks_match(trial):
+                si = trial
+                break
     si.write_back()
     return si
+
+
+def _output_ranks_match(si: ShapeInference) -> bool:
+    for v in si.model.graph.outputs:
+        got = si.shapes.get(v)
+        if v.shape is not None and got is not None and len(got) != len(v.shape):
+            return False
+    return True
 
 
 def fold_static(model: ir.Model) -> int:

@@ -48,7 +48,7 @@ def float_values(proto) -> list[str]:
     return [o for n in proto.graph.node for o in n.output if o and types.get(o) == onnx.TensorProto.FLOAT]
 
 
-def run_node(node, opsets, feeds: dict) -> list:
+def run_node(node, opsets, feeds: dict, functions=()) -> list:
     """One node alone, run by onnxruntime with its graph optimizations off."""
     import onnx
     import onnxruntime as ort
@@ -56,7 +56,7 @@ def run_node(node, opsets, feeds: dict) -> list:
     inputs = [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), None)
               for k, v in feeds.items()]
     graph = onnx.helper.make_graph([node], "one", inputs, [onnx.ValueInfoProto(name=o) for o in node.output if o])
-    model = onnx.helper.make_model(graph, opset_imports=opsets)
+    model = onnx.helper.make_model(graph, opset_imports=opsets, functions=list(functions))
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -75,7 +75,8 @@ def check_nodes(proto, feeds: dict, values: dict) -> list[dict]:
     env.update(feeds)
     rows = []
     for node in proto.graph.node:
-        outs = run_node(node, proto.opset_import, {i: env[i] for i in dict.fromkeys(node.input) if i})
+        feeds_of = {i: env[i] for i in dict.fromkeys(node.input) if i}
+        outs = run_node(node, proto.opset_import, feeds_of, proto.functions)
         for name, want in zip([o for o in node.output if o], outs):
             if name in values:
                 got, want = np.asarray(values[name]), np.asarray(want)

@@ -65,7 +65,10 @@ def markdown(rows: list[dict], zoo: dict, meta: dict) -> str:
              "`benchmarks/zoo/models.json`, fetched once by `scripts/fetch_zoo.py` into `~/.cache/webinfer/zoo`). It is",
              "built as it is (symbolic dims stay symbolic), run natively on realistic inputs (`benchmarks/zoo/inputs.py`:",
              "espeak-ng speech, rendered text, drawn pictures, real token ids) and compared with onnxruntime CPU:",
-             f"`ok` when every output's max abs error is at most {TOLERANCE:g} of its max abs value (integer outputs exact).",
+             f"`ok` when every output's max abs error is at most {TOLERANCE:g} of its max abs value (integer outputs exact);",
+             "`unstable` when it is not, but onnxruntime's own runs with and without its graph optimizations differ by",
+             "more than that too (an ill-conditioned model, e.g. int8 activations) and every node, run alone by",
+             "onnxruntime on webinfer's own values of its inputs, gives webinfer's value (`benchmarks/zoo/localize.py`).",
              "", f"Run: {meta['date']} on {meta['machine']}, target `{meta['target']}`, kernel class as the runtime chose "
              "it. *build s* is the build, *first run s* opening the artifact plus the first run (pipelines compiled, "
              "Mesa's shader cache as it was), *steady ms* the median warm run; *ORT CPU ms* onnxruntime's median on the "

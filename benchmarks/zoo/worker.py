@@ -1,8 +1,9 @@
 """One zoo model, in its own process: ``python -m benchmarks.zoo.worker ID [--target T] [--cache DIR]``.
 
 Builds the model as it is (no dims fixed), runs it natively, runs onnxruntime CPU on the same feeds and prints
-one JSON line (prefixed ``ZOO-RESULT``) with the figures of the table. A process per model keeps one hang or
-driver crash from stopping the others (the parent kills it at its time-out).
+one JSON line (prefixed ``ZOO-RESULT``) with the figures of the table. A mismatch where onnxruntime's optimized
+and unoptimized runs differ too is checked node by node (``judge_mismatch``, localize.py). A process per model
+keeps one hang or driver crash from stopping the others (the parent kills it at its time-out).
 """
 
 from __future__ import annotations
@@ -120,7 +121,46 @@ def run_model(model_id: str, target: str, cache: Path) -> dict:
     row["status"] = "ok" if not errors else "mismatch"
     if errors:
         row["error"] = "; ".join(errors)[:300]
+        if np.isfinite(worst):
+            judge_mismatch(row, proto, str(path), names, feeds, got, want, target)
     return row
+
+
+def judge_mismatch(row: dict, proto, path: str, names, feeds, got, want, target: str) -> None:
+    """A mismatch where onnxruntime disagrees with itself: the model is ill-conditioned; check it node by node.
+
+    onnxruntime with its graph optimizations off (no QDQ fusions into int8 kernels) is a second reference; when
+    the two differ by more than the tolerance, output errors say nothing and ``localize`` decides: every node
+    equal to onnxruntime on webinfer's own inputs is ``unstable`` (not a webinfer bug), else the first wrong node.
+    """
+    import onnxruntime as ort
+
+    from benchmarks.zoo.localize import first_wrong, localize
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(names, feeds)
+    spread = max(compare(p, w)[0] for p, w in zip(plain, want))
+    row["ort_spread"] = spread
+    if not spread > TOLERANCE:
+        return
+    vs_plain = max(compare(g, p)[0] for g, p in zip(got, plain))
+    try:
+        rows = localize(proto, feeds, target)
+    except Exception as e:  # the check is a diagnosis; the row stays a mismatch
+        row["error"] += f"; node check failed: {type(e).__name__}: {one_line(e)}"[:200]
+        return
+    if rows is None:
+        return
+    bad = first_wrong(rows)
+    if bad is not None:
+        row["error"] = f"{row['error']}; first wrong node: {bad['op']} (relative error {bad['rel']:.3g})"[:400]
+        return
+    row["status"] = "unstable"
+    worst_node = max((r["rel"] for r in rows), default=0.0)
+    row["error"] = (f"onnxruntime's optimized and unoptimized runs differ by {spread:.3g} of the scale, webinfer "
+                    f"by {row['rel_err']:.3g} and {vs_plain:.3g}; each of {len(rows)} node outputs equals onnxruntime's on "
+                    f"webinfer's inputs (worst {worst_node:.1g})")
 
 
 def kernel_count(manifest: dict, kernel_class: str) -> int:

@@ -1,0 +1,115 @@
+"""The zoo's node-by-node check (benchmarks/zoo/localize.py), on a small int8 Q/DQ network.
+
+It decides whether a zoo mismatch on an ill-conditioned quantized model (smart-turn-v3.2: onnxruntime's own
+optimized and unoptimized runs differ by 27 %) is webinfer's fault, so it must both pass a correct build and
+name the node whose value is wrong; the reference is onnxruntime running each node alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.zoo.inputs import Recipes  # noqa: E402
+from benchmarks.zoo.localize import LOCAL_TOLERANCE, check_nodes, first_wrong, float_values, localize  # noqa: E402
+from benchmarks.zoo.worker import TOLERANCE, default_cache, load_zoo  # noqa: E402
+
+
+def qdq_net(seed: int = 0) -> onnx.ModelProto:
+    """x -> Q/DQ -> MatMul(int8 weight) -> Add -> Q/DQ -> Erf-GELU -> MatMul -> Softmax, opset 18."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w1_q", rng.integers(-127, 128, (16, 24)).astype(np.int8)), ("w1_s", np.float32(0.01)),
+        ("w2_q", rng.integers(-127, 128, (24, 8)).astype(np.int8)), ("w2_s", np.float32(0.02)),
+        ("zp", np.int8(0)), ("xs", np.float32(0.02)), ("hs", np.float32(0.05)),
+        ("b1", rng.standard_normal(24).astype(np.float32)), ("sqrt2", np.float32(np.sqrt(2))),
+        ("one", np.float32(1)), ("half", np.float32(0.5))]]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "zp"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "zp"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w1_q", "w1_s", "zp"], ["w1"]),
+        helper.make_node("DequantizeLinear", ["w2_q", "w2_s", "zp"], ["w2"]),
+        helper.make_node("MatMul", ["xd", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["h"]),
+        helper.make_node("QuantizeLinear", ["h", "hs", "zp"], ["hq"]),
+        helper.make_node("DequantizeLinear", ["hq", "hs", "zp"], ["hd"]),
+        helper.make_node("Div", ["hd", "sqrt2"], ["g0"]),
+        helper.make_node("Erf", ["g0"], ["g1"]),
+        helper.make_node("Add", ["g1", "one"], ["g2"]),
+        helper.make_node("Mul", ["g2", "half"], ["g3"]),
+        helper.make_node("Mul", ["hd", "g3"], ["gelu"]),
+        helper.make_node("MatMul", ["gelu", "w2"], ["m2"]),
+        helper.make_node("Softmax", ["m2"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def feeds(seed: int = 1) -> dict:
+    return {"x": np.random.default_rng(seed).standard_normal((3, 16)).astype(np.float32)}
+
+
+def reference_values(proto, names, x) -> dict:
+    """Every named value from one onnxruntime run of the whole graph (graph optimizations off)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    del model.graph.output[:]
+    model.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    got = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(names, x)
+    return dict(zip(names, got))
+
+
+def test_float_values_are_the_float_node_outputs():
+    names = float_values(qdq_net())
+    assert "xq" not in names and "hq" not in names  # int8
+    assert {"xd", "w1", "m1", "h", "hd", "gelu", "m2", "y"} <= set(names)
+
+
+def test_a_tampered_value_is_named_as_the_first_wrong_node():
+    proto, x = qdq_net(), feeds()
+    names = float_values(proto)
+    values = reference_values(proto, names, x)
+    rows = check_nodes(proto, x, values)
+    assert len(rows) == len(names)
+    assert first_wrong(rows) is None, rows
+    bad = dict(values)
+    bad["g1"] = values["g1"] * np.float32(1.01)  # a wrong Erf; the nodes after it see the wrong value as input
+    wrong = first_wrong(check_nodes(proto, x, bad))
+    assert wrong is not None and wrong["op"] == "Erf" and wrong["output"] == "g1"
+    assert wrong["rel"] > LOCAL_TOLERANCE
+
+
+def test_webinfer_passes_the_node_check_on_a_qdq_net():
+    proto, x = qdq_net(), feeds()
+    rows = localize(proto, x, target="software")
+    assert rows is not None and len(rows) == len(float_values(proto))
+    assert first_wrong(rows) is None, max(rows, key=lambda r: r["rel"])
+
+
+@pytest.mark.slow
+def test_smart_turn_is_ill_conditioned_but_every_node_is_right():
+    """Issue 34: smart-turn-v3.2's logit differs from onnxruntime's by ~10 %, yet no node is wrong."""
+    model_id = "smart-turn-v3.2"
+    path = default_cache() / "models" / f"{model_id}.onnx"
+    assert path.is_file(), f"{path} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)"
+    entry = next(m for m in load_zoo()["models"] if m["id"] == model_id)
+    optimized = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = Recipes(default_cache()).make(entry, optimized.get_inputs())
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    a, b = optimized.run(None, x)[0], plain.run(None, x)[0]
+    assert np.abs(a - b).max() > 100 * TOLERANCE * np.abs(a).max()  # onnxruntime disagrees with itself
+    rows = localize(onnx.load(str(path)), x, target="software")
+    assert rows is not None and len(rows) > 250
+    assert first_wrong(rows) is None, max(rows, key=lambda r: r["rel"])

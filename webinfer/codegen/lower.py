@@ -196,6 +196,7 @@ class Lowerer:
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
         self.kclass = kclass
         self.limits = LIMITS[limits]
+        self.split_parts: dict = {}  # (id(value), first, end row) -> (value, part): codegen/split.py
         self.program = Program()
         self.values: dict[str, Tensor] = {}
         # --dim name=value fixes a dim; name=(lo, hi) bounds it: sized at hi, lo checked at run time

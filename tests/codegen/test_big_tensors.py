@@ -69,3 +69,24 @@ def test_tied_table_over_one_binding(small_bindings, table, fmt, tmp_path, targe
             if fmt is None:  # and onnxruntime's
                 want = ort.InferenceSession(proto.SerializeToString()).run(None, {"ids": ids})[0]
                 np.testing.assert_allclose(logits, want, *tolerance(target, 1e-4, 1e-3))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_untied_f32_head_over_one_binding(small_bindings, tmp_path, target):
+    """A plain f32 MatMul weight [K, N] over one binding (an untied head, outside a generation build) is stored
+    N-major in parts along N (graph/quantize.py), decode and prefill, against numpy."""
+    w = np.random.default_rng(4).normal(size=(WIDTH, VOCAB)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "head",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", WIDTH])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "s", VOCAB])],
+                          [onnx.numpy_helper.from_array(w, "w")])
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    for dims, rows in ((None, (1, 5)), ({"s": 1}, (1,))):
+        out = str(tmp_path / f"h{bool(dims)}.wi")
+        build(proto, out, target=target, dims=dims)
+        sess = InferenceSession(out)
+        assert len(sess.program["weights"]) >= 3
+        for s in rows:
+            x = np.random.default_rng(s).normal(size=(1, s, WIDTH)).astype(np.float32)
+            np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w,
+                                       *tolerance(target, 1e-4, 1e-3))

@@ -12,6 +12,7 @@ from quantref import unpack_reference
 
 from webinfer import InferenceSession
 from webinfer.build import build
+from webinfer.errors import WebinferError
 from webinfer.graph.quantize import quantize_nk
 from webinfer.options import LIMITS
 
@@ -90,3 +91,15 @@ def test_untied_f32_head_over_one_binding(small_bindings, tmp_path, target):
             x = np.random.default_rng(s).normal(size=(1, s, WIDTH)).astype(np.float32)
             np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w,
                                        *tolerance(target, 1e-4, 1e-3))
+
+
+def test_what_is_not_split_is_one_line(small_bindings, tmp_path):
+    """A table over one binding read along another axis is not split: the build says so in one line."""
+    table = np.zeros((WIDTH, VOCAB), np.float32)
+    g = helper.make_graph([helper.make_node("Gather", ["table", "ids"], ["y"], axis=1)], "cols",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, ["s"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [WIDTH, "s"])],
+                          [onnx.numpy_helper.from_array(table, "table")])
+    with pytest.raises(WebinferError, match=rf"^index:Gather: a tensor of {table.nbytes} bytes exceeds the binding "
+                                            rf"limit \({LIMIT}\)$"):
+        build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "c.wi"))

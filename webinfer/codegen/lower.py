@@ -386,7 +386,8 @@ class Lowerer:
         for t in list(reads.values()) + list(writes.values()):
             nbytes = t.numel if isinstance(t.numel, int) else None
             if nbytes is not None and nbytes * 4 > lim["max_binding_bytes"]:
-                raise WebinferError(f"{label}: a tensor of {nbytes * 4} bytes exceeds the binding limit")
+                raise WebinferError(f"{label}: a tensor of {nbytes * 4} bytes exceeds the binding limit "
+                                    f"({lim['max_binding_bytes']})")
         params = {k: (v if isinstance(v, tuple) else ("u32", v)) for k, v in params.items()}
         if grid is None:
             groups = D.ceildiv(work, wg)

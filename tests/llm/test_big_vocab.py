@@ -111,3 +111,18 @@ def test_int4_matches_onnxruntime_on_its_weights(qwen_vocab_dir, int4_reference,
         pos += len(step_ids)
         step_ids = [int(want.argmax())]
         ids = ids + step_ids
+
+
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_soft_capped_head_in_parts(tmp_path, target, monkeypatch):
+    """Gemma 2's soft-capped head (a MatMulQ with a fused tanh epilogue) and its table over a binding lowered
+    below their 64 KiB: the epilogue runs on every part; logits equal onnxruntime's."""
+    from test_decoder_matrix import DATA, PROMPTS, _logits_match_onnxruntime
+
+    for tier in LIMITS.values():
+        monkeypatch.setitem(tier, "max_binding_bytes", 40_000)
+    model, art = DATA / "gemma2-dynamo.onnx", tmp_path / "gemma.wi"
+    webinfer.build(str(model), str(art), max_seq=PROMPTS["long"] + 16, target=target)
+    m = json.loads((art / "manifest.json").read_text())
+    assert [128] in [m["tensors"][t]["shape"][:1] for t in m["programs"][0]["weights"]]  # the 256-row table halved
+    _logits_match_onnxruntime(model, art)

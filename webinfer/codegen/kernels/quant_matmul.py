@@ -83,9 +83,9 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
     out = ctx.output(0, "float32", tuple(x.shape[:-1]) + (n,))
     parts = row_parts(ctx, [ctx.inputs[i] if ctx.has_input(i) else None for i in (1, 2, 3)])
     if parts is not None:
-        if epilogue_fn or extra_reads:
-            raise ctx.unsupported("a fused epilogue on a weight larger than one binding")
-        return _split_n(ctx, parts, out, steps)
+        if extra_reads:  # (an epilogue of constants alone, e.g. a logit soft-cap, is the same on every part)
+            raise ctx.unsupported("a fused epilogue reading other tensors on a weight larger than one binding")
+        return _split_n(ctx, parts, out, steps, epilogue_fn)
     rows = D.product(x.shape[:-1])
     reads = {"x": x, **_weight_reads(ctx)}
     reads.update({name: ctx.gpu(t) for name, t in (extra_reads or {}).items()})
@@ -105,7 +105,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
 
 
-def _split_n(ctx, parts: list, out, steps: tuple) -> None:
+def _split_n(ctx, parts: list, out, steps: tuple, epilogue_fn: str) -> None:
     """A weight over one binding (a tied LM head): each part of its N-major rows computes its columns of the
     logits in a temporary (every step the whole weight would have), copied into its columns of ``out``."""
     x = ctx.inputs[0]
@@ -113,7 +113,8 @@ def _split_n(ctx, parts: list, out, steps: tuple) -> None:
     norm_scale = ctx.inputs[4] if ctx.has_input(4) else None
     for lo, hi, (wq, qp, bias) in parts:
         part = ctx.temp("float32", tuple(x.shape[:-1]) + (hi - lo,))
-        lower_matmul_q(_Operands(ctx, [x, wq, qp, bias, norm_scale], part, {"n": hi - lo}), steps=steps)
+        lower_matmul_q(_Operands(ctx, [x, wq, qp, bias, norm_scale], part, {"n": hi - lo}), epilogue_fn,
+                       steps=steps)
         remap(ctx, part, out, [Axis(outer, hi - lo, dst=out.shape[-1]), Axis(hi - lo, 1, dst=1)], dst_base=lo)
 
 

@@ -73,7 +73,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
         raise WebinferError(f"--quantize {quantize!r}: choose from {', '.join(quantize_formats)}")
-    weight_rewrites = quantize_rewrite(quantize, n_major_f32=bool(rewrites))
+    weight_rewrites = quantize_rewrite(quantize, n_major_f32=bool(rewrites),
+                                       binding_bytes=options.limit_values["max_binding_bytes"])
     if rewrites:
         batch = llm.batch_dim(ir_model)
         dims = {batch: 1, **(dims or {})} if batch else dims

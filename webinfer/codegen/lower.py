@@ -195,6 +195,7 @@ class Lowerer:
         self.opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13))
         self.kclass = kclass
         self.limits = LIMITS[limits]
+        self.split_parts: dict = {}  # (id(value), first, end row) -> (value, part): codegen/split.py
         self.program = Program()
         self.values: dict[str, Tensor] = {}
         # --dim name=value fixes a dim; name=(lo, hi) bounds it: sized at hi, lo checked at run time
@@ -385,7 +386,8 @@ class Lowerer:
         for t in list(reads.values()) + list(writes.values()):
             nbytes = t.numel if isinstance(t.numel, int) else None
             if nbytes is not None and nbytes * 4 > lim["max_binding_bytes"]:
-                raise WebinferError(f"{label}: a tensor of {nbytes * 4} bytes exceeds the binding limit")
+                raise WebinferError(f"{label}: a tensor of {nbytes * 4} bytes exceeds the binding limit "
+                                    f"({lim['max_binding_bytes']})")
         params = {k: (v if isinstance(v, tuple) else ("u32", v)) for k, v in params.items()}
         if grid is None:
             groups = D.ceildiv(work, wg)

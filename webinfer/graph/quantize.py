@@ -94,10 +94,11 @@ N_MAJOR_MIN_ELEMENTS = 256
 
 
 class _Rewriter:
-    def __init__(self, model: ir.Model, fmt: str | None, n_major_f32: bool = False):
+    def __init__(self, model: ir.Model, fmt: str | None, n_major_f32: bool = False, binding_bytes: int | None = None):
         self.graph = model.graph
         self.fmt = fmt
         self.n_major_f32 = n_major_f32
+        self.binding_bytes = binding_bytes
         self.packed: dict[tuple, tuple] = {}  # (source value id, transposed, scale) -> (words, params)
         self.count = 0
         self.tables = {id(n.inputs[0]) for n in model.graph if self.is_table_gather(n)}
@@ -242,7 +243,9 @@ class _Rewriter:
         self.emit_matmul(node, node.inputs[1], w_nk, transposed, bias, float(attrs.get("alpha", 1.0)))
 
     def f32_worth_n_major(self, w: np.ndarray) -> bool:
-        return self.n_major_f32 and w.size >= N_MAJOR_MIN_ELEMENTS
+        # a weight over one binding too: N-major, its rows (output columns) split into parts (codegen/split.py)
+        over = self.binding_bytes is not None and w.size * 4 > self.binding_bytes
+        return over or (self.n_major_f32 and w.size >= N_MAJOR_MIN_ELEMENTS)
 
     def emit_matmul(self, node, src, w_nk, transposed, bias, alpha) -> None:
         fmt = "f32" if self.fmt is None else TABLE_FORMAT[self.fmt] if id(src) in self.tables else self.fmt
@@ -273,19 +276,21 @@ class _Rewriter:
         self.count += 1
 
 
-def quantize_weights(model: ir.Model, fmt: str | None, n_major_f32: bool = False) -> int:
+def quantize_weights(model: ir.Model, fmt: str | None, n_major_f32: bool = False,
+                     binding_bytes: int | None = None) -> int:
     """Rewrite MatMul/Gemm constant weights and large Gather tables into ``fmt`` (``int8``/``int4``).
 
     With ``fmt=None`` nothing is quantized, but a MatMul of a transposed constant (a tied LM head) still
     becomes an f32 ``MatMulQ`` over the untransposed table, so the weight is stored once; with
     ``n_major_f32`` (a build for generation, whose decode steps are matrix-vector products) every large f32
-    weight does, stored N-major. Returns the number of rewritten nodes.
+    weight does, stored N-major, as does one over ``binding_bytes`` (then split by rows when lowered). Returns
+    the number of rewritten nodes.
     """
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"unknown quantization {fmt!r}; choose from {FORMATS}")
     if WEBINFER_DOMAIN not in model.opset_imports:
         model.opset_imports[WEBINFER_DOMAIN] = 1
-    rw = _Rewriter(model, fmt, n_major_f32)
+    rw = _Rewriter(model, fmt, n_major_f32, binding_bytes)
     for node in list(model.graph):
         if node.domain != "":
             continue
@@ -298,6 +303,6 @@ def quantize_weights(model: ir.Model, fmt: str | None, n_major_f32: bool = False
     return rw.count
 
 
-def rewrite(fmt: str | None, n_major_f32: bool = False):
+def rewrite(fmt: str | None, n_major_f32: bool = False, binding_bytes: int | None = None):
     """The build's rewrite hook: ``{"quantize": fn(model)}`` for graph/optimize.py."""
-    return {"quantize": lambda model: quantize_weights(model, fmt, n_major_f32)}
+    return {"quantize": lambda model: quantize_weights(model, fmt, n_major_f32, binding_bytes)}

@@ -16,8 +16,12 @@ _PIPELINES: dict[tuple, tuple] = {}  # (wgsl, writes, uniform) -> (pipeline, bin
 _MAX_PIPELINES = 512
 
 
+BIG_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size")
+
+
 def request_device():
-    """One wgpu device per process (creating one costs ~0.4 s); WebGPU's default limits."""
+    """One wgpu device per process (creating one costs ~0.4 s); WebGPU's default limits but the adapter's
+    binding and buffer sizes."""
     global _DEVICE
     if _DEVICE is None:
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))
@@ -33,7 +37,10 @@ def request_device():
         # subgroups let the kernel classes that need them run (wgpu-native names the latter "subgroup").
         wanted = [f for f in ("timestamp-query", "timestamp-query-inside-passes", "shader-f16", "subgroup")
                   if f in adapter.features]
-        _DEVICE = adapter.request_device_sync(required_features=wanted)
+        # the adapter's own binding and buffer sizes, not WebGPU's defaults (as the page's openGPU asks): a
+        # program needing more than the adapter has is refused in one line by runtime/select.py
+        limits = {k: adapter.limits[k] for k in BIG_LIMITS if k in adapter.limits}
+        _DEVICE = adapter.request_device_sync(required_features=wanted, required_limits=limits)
     return _DEVICE
 
 

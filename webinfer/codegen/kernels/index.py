@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import dims as D
 from ..registry import lowering
+from ..split import row_parts
 from .helpers import compute_type, contiguous_strides, generate, normalize_axis
 from .movement import Axis, host_inputs, remap, set_host_array
 
@@ -39,7 +40,11 @@ def lower_gather(ctx) -> None:
         axes[axis] = Axis(1, axes[axis].stride, v)
         return remap(ctx, x, out, axes)
     params = {"inner": D.product(x.shape[axis + 1:]), "nidx": idx.numel, "adim": ("i32", x.shape[axis])}
-    _gather_kernel(ctx, "gather", {"x": x, "idx": idx}, out, params)
+    parts = row_parts(ctx, [x]) if axis == 0 else None
+    if parts is None:
+        return _gather_kernel(ctx, "gather", {"x": x, "idx": idx}, out, params)
+    for lo, hi, (xp,) in parts:  # a table over one binding: each part's dispatch writes the rows it holds
+        _gather_kernel(ctx, "gather", {"x": xp, "idx": idx}, out, {**params, "lo": lo, "rows": hi - lo}, part=True)
 
 
 @lowering("GatherElements")

@@ -14,7 +14,9 @@ from ... import dims as D
 from ...format.textures import texture_size
 from ...opschema import PER_WORD
 from ..registry import WEBINFER_DOMAIN, lowering
+from ..split import row_parts
 from . import norm
+from .movement import Axis, remap
 from .reduce import literal
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
@@ -79,6 +81,11 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
     if x.shape[-1] != k and isinstance(x.shape[-1], int):
         raise ctx.unsupported(f"input has {x.shape[-1]} columns, the weight {k} rows")
     out = ctx.output(0, "float32", tuple(x.shape[:-1]) + (n,))
+    parts = row_parts(ctx, [ctx.inputs[i] if ctx.has_input(i) else None for i in (1, 2, 3)])
+    if parts is not None:
+        if extra_reads:  # (an epilogue of constants alone, e.g. a logit soft-cap, is the same on every part)
+            raise ctx.unsupported("a fused epilogue reading other tensors on a weight larger than one binding")
+        return _split_n(ctx, parts, out, steps, epilogue_fn)
     rows = D.product(x.shape[:-1])
     reads = {"x": x, **_weight_reads(ctx)}
     reads.update({name: ctx.gpu(t) for name, t in (extra_reads or {}).items()})
@@ -96,6 +103,19 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
         ctx.dispatch("quant_matmul.wgsl.j2", _normalized(ctx, reads, gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
                      when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), **common)
+
+
+def _split_n(ctx, parts: list, out, steps: tuple, epilogue_fn: str) -> None:
+    """A weight over one binding (a tied LM head): each part of its N-major rows computes its columns of the
+    logits in a temporary (every step the whole weight would have), copied into its columns of ``out``."""
+    x = ctx.inputs[0]
+    outer = D.product(x.shape[:-1])
+    norm_scale = ctx.inputs[4] if ctx.has_input(4) else None
+    for lo, hi, (wq, qp, bias) in parts:
+        part = ctx.temp("float32", tuple(x.shape[:-1]) + (hi - lo,))
+        lower_matmul_q(_Operands(ctx, [x, wq, qp, bias, norm_scale], part, {"n": hi - lo}), epilogue_fn,
+                       steps=steps)
+        remap(ctx, part, out, [Axis(outer, hi - lo, dst=out.shape[-1]), Axis(hi - lo, 1, dst=1)], dst_base=lo)
 
 
 def _gemv_step(ctx, reads: dict, out, when, common: dict, paired: bool = False) -> None:
@@ -148,11 +168,14 @@ PAIRED_INPUTS = 8
 class _Operands:
     """A lowering context with other inputs whose output 0 is a given tensor: the partner's MatMulQ."""
 
-    def __init__(self, ctx, inputs: list, out):
-        self._ctx, self.inputs, self._out = ctx, inputs, out
+    def __init__(self, ctx, inputs: list, out, attrs: dict | None = None):
+        self._ctx, self.inputs, self._out, self._attrs = ctx, inputs, out, attrs or {}
 
     def __getattr__(self, name):
         return getattr(self._ctx, name)
+
+    def attr(self, name: str, default=None):
+        return self._attrs[name] if name in self._attrs else self._ctx.attr(name, default)
 
     def has_input(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] is not None
@@ -327,14 +350,18 @@ def lower_gather_q(ctx) -> None:
     total = out.numel
     if total == 0:
         return
-    reads = {"wq": words, "idx": idx}
-    if ctx.has_input(1):
-        reads["qp"] = ctx.inputs[1]
+    qp = ctx.inputs[1] if ctx.has_input(1) else None
     layout = nbits_layout(ctx, fmt, k)
-    ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total,
-                 params={"total": total, **_sizes(k, 0, layout, int(words.shape[0]))},
-                 kind="gather", fmt=fmt, K=k, V=int(words.shape[0]), per_word=PER_WORD[fmt],
-                 texture_vars=weight_textures(ctx, fmt, reads), **layout)
+    rows = int(words.shape[0])
+    parts = row_parts(ctx, [words, qp])
+    # a table over one binding: each part's dispatch writes the rows it holds (codegen/split.py)
+    for lo, hi, (wq, qpp) in parts or [(0, rows, (words, qp))]:
+        reads = {"wq": wq, "idx": idx, **({"qp": qpp} if qpp is not None else {})}
+        extra = {"VT": rows, "LO": lo} if parts else {}
+        ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=total,
+                     params={"total": total, **_sizes(k, 0, layout, hi - lo), **extra},
+                     kind="gather", fmt=fmt, K=k, V=hi - lo, per_word=PER_WORD[fmt], part=bool(parts),
+                     texture_vars=weight_textures(ctx, fmt, reads), **layout)
 
 
 def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | None = None) -> None:

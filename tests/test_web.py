@@ -44,7 +44,7 @@ def test_ort_web_dir_errors(tmp_path, monkeypatch):
         web.ort_web_dir(str(tmp_path / "half"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("WEBINFER_ORT_WEB_DIR", raising=False)
-    monkeypatch.setattr(web, "_checkout_ort_web", lambda: None)
+    monkeypatch.setattr(web, "_checkout_package", lambda *a: None)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no npm, no checkout: one error naming the ways out
     with pytest.raises(WebinferError, match="onnxruntime-web 1.30.0 is not available \\(npm is not installed\\)"):
         web.ort_web_dir()
@@ -98,7 +98,7 @@ def no_checkout(monkeypatch, tmp_path):
     """A home for the cache, and a package that does not sit in a checkout (no web/node_modules to copy)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("WEBINFER_PYODIDE_DIR", raising=False)
-    monkeypatch.setattr(web, "_checkout_pyodide", lambda: None)
+    monkeypatch.setattr(web, "_checkout_package", lambda *a: None)
     return tmp_path / "cache" / "webinfer" / "pyodide" / web.PYODIDE_VERSION
 
 

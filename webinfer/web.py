@@ -62,32 +62,52 @@ def cache_root() -> str:
 def pyodide_dir(pyodide: str | None = None) -> str:
     """A folder holding Pyodide's runtime files: ``pyodide`` if given, else ``WEBINFER_PYODIDE_DIR``, else
     the cache (filled on first use). Raises WebinferError with both ways to fix it when none works."""
-    explicit = pyodide or os.environ.get("WEBINFER_PYODIDE_DIR")
+    return _npm_files_dir(
+        "pyodide", pyodide or os.environ.get("WEBINFER_PYODIDE_DIR"), "--pyodide", "not a Pyodide release folder",
+        f"Pyodide {PYODIDE_VERSION}", "pass --pyodide DIR (a folder with pyodide.mjs, e.g. node_modules/pyodide after "
+        f"`npm install pyodide@{PYODIDE_VERSION}`) or let webinfer fill {{cached}} once with npm (needs `npm` and "
+        "the npm registry)")
+
+
+def ort_web_dir(ort_web: str | None = None) -> str:
+    """A folder holding onnxruntime-web's ORT_WEB_FILES: ``ort_web``, else ``WEBINFER_ORT_WEB_DIR``, else the
+    cache (filled on first use). Raises WebinferError with both ways to fix it when none works."""
+    return _npm_files_dir(
+        "onnxruntime-web", ort_web or os.environ.get("WEBINFER_ORT_WEB_DIR"), "--ort-web",
+        "not onnxruntime-web's dist folder", f"onnxruntime-web {ORT_WEB_VERSION}", "pass --ort-web DIR (its dist "
+        f"folder, e.g. node_modules/onnxruntime-web/dist after `npm install onnxruntime-web@{ORT_WEB_VERSION}`), "
+        "let webinfer fill {cached} once with npm, or build without --cpu")
+
+
+def _npm_files_dir(name: str, explicit: str | None, flag: str, not_it: str, what: str, fix: str) -> str:
+    """The folder of an npm package's files a site serves: ``explicit`` (checked), else the cache, filled once
+    from a source checkout's web/node_modules or npm (_fill_cache); one line saying how to fix it otherwise."""
+    package = _package(name)
+    version, required = package[1], package[4]
     if explicit:
-        missing = [n for n in _REQUIRED if not os.path.isfile(os.path.join(explicit, n))]
+        missing = [n for n in required if not os.path.isfile(os.path.join(explicit, n))]
         if missing:
-            raise WebinferError(f"--pyodide {explicit}: not a Pyodide release folder (missing {', '.join(missing)})")
+            raise WebinferError(f"{flag} {explicit}: {not_it} (missing {', '.join(missing)})")
         return explicit
-    cached = os.path.join(cache_root(), "pyodide", PYODIDE_VERSION)
-    if all(os.path.isfile(os.path.join(cached, n)) for n in _REQUIRED):
+    cached = os.path.join(cache_root(), name, version)
+    if all(os.path.isfile(os.path.join(cached, n)) for n in required):
         return cached
-    why = _fill_cache(cached, _checkout_pyodide(), _package("pyodide"))
+    why = _fill_cache(cached, _checkout_package(name, version, package[5]), package)
     if why is None:
         return cached
-    raise WebinferError(f"Pyodide {PYODIDE_VERSION} is not available ({why}): pass --pyodide DIR (a folder "
-                        f"with pyodide.mjs, e.g. node_modules/pyodide after `npm install pyodide@{PYODIDE_VERSION}`)"
-                        f" or let webinfer fill {cached} once with npm (needs `npm` and the npm registry)")
+    raise WebinferError(f"{what} is not available ({why}): {fix.format(cached=cached)}")
 
 
-def _checkout_pyodide() -> str | None:
-    """A source checkout's ``web/node_modules/pyodide`` of the pinned version, if this package sits in one."""
-    path = os.path.join(os.path.dirname(PACKAGE_DIR), "web", "node_modules", "pyodide")
+def _checkout_package(name: str, version: str, folder: str) -> str | None:
+    """A source checkout's ``web/node_modules/<name>`` (its ``folder`` inside the tarball: ``package/dist`` is
+    ``dist``) of the pinned version, if this package sits in one."""
+    path = os.path.join(os.path.dirname(PACKAGE_DIR), "web", "node_modules", name)
     try:
         with open(os.path.join(path, "package.json")) as f:
-            version = json.load(f).get("version")
+            found = json.load(f).get("version")
     except (OSError, ValueError):
         return None
-    return path if version == PYODIDE_VERSION else None
+    return os.path.join(path, *folder.split("/")[1:]) if found == version else None
 
 
 def _package(name: str) -> tuple:
@@ -95,37 +115,6 @@ def _package(name: str) -> tuple:
     if name == "pyodide":
         return ("pyodide", PYODIDE_VERSION, PYODIDE_INTEGRITY, PYODIDE_FILES, _REQUIRED, "package")
     return ("onnxruntime-web", ORT_WEB_VERSION, ORT_WEB_INTEGRITY, ORT_WEB_FILES, ORT_WEB_FILES, "package/dist")
-
-
-def ort_web_dir(ort_web: str | None = None) -> str:
-    """A folder holding onnxruntime-web's ORT_WEB_FILES: ``ort_web``, else ``WEBINFER_ORT_WEB_DIR``, else the
-    cache (filled on first use). Raises WebinferError with both ways to fix it when none works."""
-    explicit = ort_web or os.environ.get("WEBINFER_ORT_WEB_DIR")
-    if explicit:
-        missing = [n for n in ORT_WEB_FILES if not os.path.isfile(os.path.join(explicit, n))]
-        if missing:
-            raise WebinferError(f"--ort-web {explicit}: not onnxruntime-web's dist folder (missing "
-                                f"{', '.join(missing)})")
-        return explicit
-    cached = os.path.join(cache_root(), "onnxruntime-web", ORT_WEB_VERSION)
-    if all(os.path.isfile(os.path.join(cached, n)) for n in ORT_WEB_FILES):
-        return cached
-    why = _fill_cache(cached, _checkout_ort_web(), _package("onnxruntime-web"))
-    if why is None:
-        return cached
-    raise WebinferError(f"onnxruntime-web {ORT_WEB_VERSION} is not available ({why}): pass --ort-web DIR (its "
-                        f"dist folder, e.g. node_modules/onnxruntime-web/dist after `npm install onnxruntime-web@"
-                        f"{ORT_WEB_VERSION}`), let webinfer fill {cached} once with npm, or build without --cpu")
-
-
-def _checkout_ort_web() -> str | None:
-    path = os.path.join(os.path.dirname(PACKAGE_DIR), "web", "node_modules", "onnxruntime-web")
-    try:
-        with open(os.path.join(path, "package.json")) as f:
-            version = json.load(f).get("version")
-    except (OSError, ValueError):
-        return None
-    return os.path.join(path, "dist") if version == ORT_WEB_VERSION else None
 
 
 def copy_ort_web(src: str, site_dir: str) -> None:

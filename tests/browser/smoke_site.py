@@ -53,3 +53,31 @@ def build_smoke_site(artifact_dir: str, out_dir: str, inputs: dict | list, wheel
         json.dump({"wheel": f"wheels/{os.path.basename(wheel)}", "artifact": "artifact/",
                    "inputs": "inputs.json"}, f, indent=1)
     return out_dir
+
+
+def run_smoke_page(page, site: str, timeout_ms: int = 420_000) -> dict:
+    """Serve ``site`` on 127.0.0.1, open its page and wait until it is done; returns its ``runs`` (one outputs
+    dict per set of feeds, decoded to numpy), ``outputs`` and ``timings``. A page error fails the test with the
+    console's last lines."""
+    from webinfer.serve import serve_in_thread
+
+    server, url = serve_in_thread(site)
+    console = []
+    page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
+    try:
+        page.goto(url + "index.html")
+        page.wait_for_selector("#outputs[data-done]", state="attached", timeout=timeout_ms)
+        el = page.locator("#outputs")
+        assert el.get_attribute("data-error") is None, el.get_attribute("data-error") + "\n" + "\n".join(console[-30:])
+        raw = {k: el.get_attribute(f"data-{k}") for k in ("runs", "outputs", "timings")}
+    finally:
+        server.shutdown()
+        server.server_close()
+    decoded = {k: json.loads(v) if v else None for k, v in raw.items()}
+    decoded["runs"] = [{name: decode_output(o) for name, o in run.items()} for run in decoded["runs"] or []]
+    return decoded
+
+
+def decode_output(o: dict) -> np.ndarray:
+    """One output as the page encodes it ({dtype, shape, b64}) -> numpy."""
+    return np.frombuffer(base64.b64decode(o["b64"]), dtype=o["dtype"]).reshape(o["shape"])

@@ -4,9 +4,6 @@ through Cast (int8 * scale, float16) as packed matmul formats: equal to onnxrunt
 
 from __future__ import annotations
 
-import base64
-import json
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -14,10 +11,9 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 from onnx import numpy_helper as nh
-from smoke_site import build_smoke_site
+from smoke_site import build_smoke_site, run_smoke_page
 
 from webinfer.build import build
-from webinfer.serve import serve_in_thread
 
 pytestmark = pytest.mark.browser
 
@@ -52,24 +48,12 @@ def test_quantized_formats_in_chromium(page, tmp_path, webinfer_wheel):
               "img": rng.standard_normal((1, 3, 7, 7)).astype(np.float32)} for rows in (1, 5)]
     reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     site = build_smoke_site(art, str(tmp_path / "site"), feeds, wheel=webinfer_wheel)
-    server, url = serve_in_thread(site)
-    console = []
-    page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
-    try:
-        page.goto(url + "index.html")
-        page.wait_for_selector("#outputs[data-done]", state="attached", timeout=420_000)
-        el = page.locator("#outputs")
-        assert el.get_attribute("data-error") is None, el.get_attribute("data-error") + "\n" + "\n".join(console[-30:])
-        runs = json.loads(el.get_attribute("data-runs"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    runs = run_smoke_page(page, site)["runs"]
     assert len(runs) == len(feeds)
     names = [o.name for o in model.graph.output]
     for feed, run in zip(feeds, runs):
         for name, want in zip(names, reference.run(None, feed)):
-            got = run[name]
-            arr = np.frombuffer(base64.b64decode(got["b64"]), dtype=got["dtype"]).reshape(got["shape"])
+            arr = run[name]
             assert arr.shape == want.shape and arr.dtype == want.dtype, name
             if want.dtype.kind == "f":
                 np.testing.assert_allclose(arr, want, rtol=1e-4, atol=1e-4, err_msg=name)

@@ -5,17 +5,13 @@ scale; YOLOv8's boxes and class scores each at their own scale)."""
 
 from __future__ import annotations
 
-import base64
-import json
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 from detector_inputs import PPOCR_DET, YOLOV8_DET, packaged_model, photo, text_page
-from smoke_site import build_smoke_site
+from smoke_site import build_smoke_site, run_smoke_page
 
 from webinfer.build import build
-from webinfer.serve import serve_in_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SIZES = [(64, 96), (96, 64), (32, 160)]
@@ -27,23 +23,9 @@ def _run_in_chromium(page, tmp_path, webinfer_wheel, spec, feeds: list) -> tuple
     art = str(tmp_path / "det.wi")
     build(str(model), art, target="software")  # (SwiftShader's class: the page compiles only what it runs)
     site = build_smoke_site(art, str(tmp_path / "site"), feeds, wheel=webinfer_wheel)
-    server, url = serve_in_thread(site)
-    console = []
-    page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
-    try:
-        page.goto(url + "index.html")
-        page.wait_for_selector("#outputs[data-done]", state="attached", timeout=540_000)
-        el = page.locator("#outputs")
-        assert el.get_attribute("data-error") is None, el.get_attribute("data-error") + "\n" + "\n".join(console[-30:])
-        runs = json.loads(el.get_attribute("data-runs"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    runs = run_smoke_page(page, site, timeout_ms=540_000)["runs"]
     assert len(runs) == len(feeds)
-    outputs = []
-    for run in runs:
-        (got,) = run.values()
-        outputs.append(np.frombuffer(base64.b64decode(got["b64"]), dtype=got["dtype"]).reshape(got["shape"]))
+    outputs = [next(iter(run.values())) for run in runs]
     return outputs, ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
 
 

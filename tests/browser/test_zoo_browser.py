@@ -5,7 +5,6 @@ in Chromium in test_symbolic_detector_browser.py."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
@@ -13,10 +12,9 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import pytest
-from smoke_site import build_smoke_site, encode_inputs
+from smoke_site import build_smoke_site, encode_inputs, run_smoke_page
 
 from webinfer.build import build
-from webinfer.serve import serve_in_thread
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from benchmarks.zoo.inputs import Recipes  # noqa: E402
@@ -60,7 +58,6 @@ def _compare(model_id: str, names: list, got: dict, want: list) -> list[str]:
     errors = []
     for name, w in zip(names, want):
         g = got[name]
-        g = np.frombuffer(base64.b64decode(g["b64"]), dtype=g["dtype"]).reshape(g["shape"])
         w = np.asarray(w)
         assert g.shape == w.shape, f"{model_id} {name}: shape {g.shape} != onnxruntime {w.shape}"
         if w.dtype.kind in "iub":
@@ -96,18 +93,7 @@ def test_zoo_models_in_chromium(page, tmp_path, webinfer_wheel):
         f.write(ZOO_MAIN)
     with open(os.path.join(site, "inputs.json"), "w") as f:
         json.dump(entries, f)
-    server, url = serve_in_thread(site)
-    console = []
-    page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
-    try:
-        page.goto(url + "index.html")
-        page.wait_for_selector("#outputs[data-done]", state="attached", timeout=900_000)
-        el = page.locator("#outputs")
-        assert el.get_attribute("data-error") is None, el.get_attribute("data-error") + "\n" + "\n".join(console[-30:])
-        runs = json.loads(el.get_attribute("data-runs"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    runs = run_smoke_page(page, site, timeout_ms=900_000)["runs"]
     assert len(runs) == len(MODELS)
     lines = []
     for model_id, got, (names, want) in zip(MODELS, runs, references):

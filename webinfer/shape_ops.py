@@ -110,3 +110,13 @@ def squeezed_axes(x: tuple, declared_rank: int | None) -> set[int]:
     if symbolic and declared_rank == len(x) - len(ones) - len(symbolic):
         return ones | symbolic
     return ones
+
+
+def host_op_or_none(op: str, args: list) -> Dim | None:
+    """One element of shape arithmetic (host_op); None when an input is unknown or it cannot be decided."""
+    if any(a is None for a in args):
+        return None
+    try:
+        return host_op(op, args)
+    except Undecidable:
+        return None

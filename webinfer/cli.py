@@ -360,7 +360,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=A.port, default=8000, help="0: any free port")
     s.set_defaults(fn=cmd_serve)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
-    c.add_argument("--quick", action="store_true", help="fewer repetitions (under 10 minutes on 2 CPU cores)")
+    c.add_argument("--quick", action="store_true", help="fewer repetitions (10-25 minutes on 2 CPU cores, with the load)")
     c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")
     c.add_argument("--engine", action="append", metavar="NAME",
                    help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "

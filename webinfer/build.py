@@ -12,7 +12,7 @@ from .codegen.lower import Lowerer
 from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
-from .errors import WebinferError
+from .errors import UnsupportedOpError, WebinferError
 from .graph import llm, prepost
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
@@ -91,9 +91,11 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
         ir.save(ir_model, save_optimized)
     programs = []  # one per kernel class, from the same optimized graph
     for kclass in options.kernel_classes:
-        programs.append((kclass, Lowerer(ir_model, kclass=kclass, limits=options.limits, dim_values=dims,
-                                         input_values=input_values, validate=validate, progress=progress,
-                                         nested_inputs=nested_inputs).run()))
+        programs.append((kclass, lower_choosing_branches(
+            ir_model, lambda choices, k=kclass: Lowerer(ir_model, kclass=k, limits=options.limits, dim_values=dims,
+                                                      input_values=input_values, validate=validate,
+                                                      progress=progress, nested_inputs=nested_inputs,
+                                                      if_choices=choices).run())))
     assets.update(llm.tokenizer_assets(model))  # any model: pages encode text with it (Session.encode)
     for _, program in programs:
         program.index_bounds = {n: b for n, b in index_bounds.items() if any(n == name for name, _ in program.inputs)}
@@ -105,6 +107,41 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if cpu_note is not None:
         manifest["cpu_model"] = cpu_note
     return manifest
+
+
+def lower_choosing_branches(ir_model, lower, most: int = 4):
+    """``lower(choices)`` with a branch chosen for each If on a comparison of symbolic dims whose branches differ in
+    rank (control_flow.BranchChoiceNeeded): the first choices whose program gives every graph output the rank the
+    model declares (an exporter traced one branch; the other predicate value is refused per run, guarded)."""
+    from .codegen.kernels.control_flow import BranchChoiceNeeded
+
+    def search(choices: dict):
+        try:
+            program = lower(choices)
+        except BranchChoiceNeeded as e:
+            if len(choices) >= most:
+                raise
+            first = e
+            for take in (True, False):
+                try:
+                    found = search({**choices, e.node: take})
+                except UnsupportedOpError:  # (this choice cannot be built or guarded)
+                    found = None
+                if found is not None:
+                    return found
+            raise first from None
+        return program if _declared_ranks(ir_model, program) else None
+
+    program = search({})
+    if program is None:
+        raise UnsupportedOpError("an If on a comparison of dims: neither branch gives the graph outputs their "
+                                 "declared ranks")
+    return program
+
+
+def _declared_ranks(ir_model, program) -> bool:
+    declared = {v.name: v.shape for v in ir_model.graph.outputs}
+    return all(declared.get(name) is None or len(declared[name]) == len(t.shape) for name, t in program.outputs)
 
 
 def _source_bytes(model) -> bytes:

@@ -182,3 +182,59 @@ def test_scan_axes_and_directions(tmp_path, directions):
     for t in (4, 1, 6):
         same(sess, m, {"s0": rng.standard_normal(3).astype(np.float32),
                        "x": rng.standard_normal((3, t)).astype(np.float32)}, reference="onnxruntime")
+
+
+def _squeeze_if_one(declared_rank: int):
+    """Silero's decoder: ``x.squeeze(-1) if x.shape[-1] == 1 else x``, exported as an If whose branches differ in
+    rank; the graph output declares the rank the exporter traced."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name, node, shape):
+        return helper.make_graph([node], name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT,
+                                                                                 shape)])
+
+    then = branch("then", helper.make_node("Squeeze", ["x", "axis"], ["then_y"]), ["batch"])
+    other = branch("else", helper.make_node("Identity", ["x"], ["else_y"]), ["batch", "t"])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "last"], ["t"], axis=0),
+             helper.make_node("Equal", ["t", "one"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "t"][:declared_rank])
+    g = helper.make_graph(nodes, "squeeze_if_one", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                  ["batch", "t"])], [out],
+                          [numpy_helper.from_array(np.array(-1, np.int64), "last"),
+                           numpy_helper.from_array(np.array(1, np.int64), "one"),
+                           numpy_helper.from_array(np.array([-1], np.int64), "axis")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_if_on_a_dim_predicate_builds_the_declared_branch(tmp_path):
+    """An If on Equal(dim, 1) whose branches differ in rank: the branch that gives the declared output rank is built
+    (Squeeze), guarded; equal to onnxruntime where the predicate holds, a one-line refusal where it does not."""
+    import onnxruntime as ort
+
+    from webinfer.build import build
+    from webinfer.errors import WebinferError
+    from webinfer.runtime.inference import InferenceSession
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_squeeze_if_one(1).SerializeToString())
+    build(str(path), str(tmp_path / "a.wi"), target="software")
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    x = np.random.default_rng(0).standard_normal((3, 1)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = session.run(None, {"x": x})[0]
+    assert got.shape == want.shape == (3,)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(WebinferError, match="the branch built for Equal"):
+        session.run(None, {"x": np.ones((3, 4), np.float32)})
+
+
+def test_if_on_a_dim_predicate_that_cannot_be_guarded_is_refused(tmp_path):
+    """Declared rank 2 wants the Identity branch, i.e. t != 1, which no guard of the form expr >= 0 states: one line."""
+    from webinfer.build import build
+    from webinfer.errors import WebinferError
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_squeeze_if_one(2).SerializeToString())
+    with pytest.raises(WebinferError, match="branches' outputs differ|cannot be guarded|declared ranks"):
+        build(str(path), str(tmp_path / "a.wi"), target="software")

@@ -33,6 +33,7 @@ MODELS = [
     "dnsmos-p808",                                                  # audio quality
     "ddddocr-det", "ppocrv4-rec-opset9",                            # YOLOX detector, CTC text recognizer
     "silero-vad-op18-ifless", "silero-vad-openvino-16k",            # voice activity (If, LSTM)
+    "silero-vad-16k-op15", "silero-vad-half",                       # ... an If on a frame-count predicate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}

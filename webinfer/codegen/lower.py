@@ -187,7 +187,7 @@ class LowerContext:
 class Lowerer:
     def __init__(self, model: ir.Model, kclass: KernelClass = SOFTWARE, limits: str = "webgpu",
                  dim_values: dict | None = None, input_values: dict | None = None, validate: bool = True,
-                 progress: bool = False, nested_inputs: dict | None = None):
+                 progress: bool = False, nested_inputs: dict | None = None, if_choices: dict | None = None):
         """``kclass``: the kernel class lowered for (options.py); ``limits``: the limits tier built for;
         ``nested_inputs``: the structure of sequence/optional graph inputs (codegen/nested.py)."""
         load_all()
@@ -208,6 +208,7 @@ class Lowerer:
         self.region_depth = 0  # > 0 while lowering a subgraph the runtime may skip (If branch, loop body)
         self.shared_temps: dict = {}  # LowerContext.shared
         self.progress = progress
+        self.if_choices = if_choices or {}  # If node -> the branch built for its dim predicate (build.py)
 
     def tensor_of(self, v: ir.Value) -> Tensor:
         if v.name not in self.values:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dims as D
+from ...errors import UnsupportedOpError
 from ..nested import OptValue, SeqValue, is_nested
 from ..program import Tensor
 from ..registry import lowering
@@ -75,11 +76,56 @@ def _same(a: Tensor, b: Tensor) -> bool:
     return a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
 
 
+class BranchChoiceNeeded(UnsupportedOpError):
+    """An If whose condition compares symbolic dims and whose branches' outputs differ in rank or structure: one
+    artifact holds one of them, so the build lowers the graph with each branch chosen (build.py
+    ``lower_choosing_branches``) and keeps the one that gives the graph outputs their declared ranks."""
+
+    def __init__(self, message: str, node):
+        super().__init__(message)
+        self.node = node
+
+
+def _dim_predicate(ctx) -> tuple[str, object, object] | None:
+    """(comparison, a, b) when the condition is a comparison of two dims known at build time (possibly symbolic),
+    through Cast/Squeeze/Identity; else None."""
+    v = ctx.node.inputs[0]
+    p = v.producer() if v is not None else None
+    while p is not None and p.op_type in ("Cast", "Squeeze", "Identity", "Reshape", "Unsqueeze"):
+        p = p.inputs[0].producer() if p.inputs[0] is not None else None
+    if p is None or p.op_type not in _GUARDS or len(p.inputs) != 2:
+        return None
+    try:
+        a, b = (host_value(ctx._l.tensor_of(x)) for x in p.inputs)
+    except Exception:
+        return None
+    return None if a is None or b is None else (p.op_type, a, b)
+
+
+# comparison -> (guards when true, guards when false): expressions of (a, b) that must be >= 0
+_GUARDS = {
+    "Equal": (lambda a, b: [D.add(a, D.mul(b, -1)), D.add(b, D.mul(a, -1))], None),
+    "Less": (lambda a, b: [D.add(D.add(b, D.mul(a, -1)), -1)], lambda a, b: [D.add(a, D.mul(b, -1))]),
+    "Greater": (lambda a, b: [D.add(D.add(a, D.mul(b, -1)), -1)], lambda a, b: [D.add(b, D.mul(a, -1))]),
+    "LessOrEqual": (lambda a, b: [D.add(b, D.mul(a, -1))], lambda a, b: [D.add(D.add(a, D.mul(b, -1)), -1)]),
+    "GreaterOrEqual": (lambda a, b: [D.add(a, D.mul(b, -1))], lambda a, b: [D.add(D.add(b, D.mul(a, -1)), -1)]),
+}
+
+
 @lowering("If")
 def lower_if(ctx) -> None:
     lw = ctx._l
     branches = (_graph(ctx, "then_branch"), _graph(ctx, "else_branch"))
     known = host_value(ctx.inputs[0])
+    chosen = getattr(lw, "if_choices", {}).get(ctx.node)
+    if chosen is not None and not isinstance(known, int):  # a dim predicate, decided by the build: guarded
+        op, a, b = _dim_predicate(ctx)
+        guards = _GUARDS[op][0 if chosen else 1]
+        if guards is None:  # a != b: no guard of the form expr >= 0 says it
+            raise ctx.unsupported(f"the branch for {op}({D.to_text(a)}, {D.to_text(b)}) == 0 cannot be guarded")
+        for expr in guards(a, b):
+            ctx.assume(expr, f"the branch built for {op}({D.to_text(a)}, {D.to_text(b)}) == {int(chosen)}")
+        known = int(chosen)
     if isinstance(known, int):
         for i, t in enumerate(lw.lower_subgraph(branches[0 if known else 1], [], conditional=False)):
             ctx._set(i, t)
@@ -95,7 +141,11 @@ def lower_if(ctx) -> None:
                 ctx._set(i, out)
         flat = [_flatten(t) for t in results]
         if [_signature(f) for f in flat] != [_signature(_flatten(o)) for o in outs]:
-            raise ctx.unsupported("the branches' outputs differ in type, shape or structure")
+            why = "the branches' outputs differ in type, shape or structure"
+            # (not inside a branch the runtime may skip: a guard is checked on every run, whichever branch runs)
+            if lw.region_depth == 0 and _dim_predicate(ctx) is not None:
+                raise BranchChoiceNeeded(ctx.unsupported(why).args[0], ctx.node)
+            raise ctx.unsupported(why)
         for ts, os in zip(flat, (_flatten(o) for o in outs)):
             for t, out in zip(ts, os):
                 if not isinstance(t, str):

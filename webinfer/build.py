@@ -130,7 +130,7 @@ def lower_choosing_branches(ir_model, lower, most: int = 4):
                 if found is not None:
                     return found
             raise first from None
-        return program if _declared_ranks(ir_model, program) else None
+        return program if not choices or _declared_ranks(ir_model, program) else None
 
     program = search({})
     if program is None:

@@ -34,7 +34,7 @@ def packaged_model(spec: tuple, tmp: Path) -> Path:
     if wheel is None:
         if (zoo / "models" / f"{zoo_id}.onnx").is_file():
             return zoo / "models" / f"{zoo_id}.onnx"
-        pytest.skip(f"{wheel_name} is not in {zoo}/archives (scripts/setup.sh fetches it: scripts/fetch_zoo.py)")
+        pytest.fail(f"{wheel_name} is not in {zoo}/archives: scripts/setup.sh fetches it (scripts/fetch_zoo.py)")
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha, f"{wheel} is not the pinned {package} {version}"
     out = tmp / f"{zoo_id}.onnx"
     with zipfile.ZipFile(wheel) as z:

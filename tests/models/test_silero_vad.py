@@ -30,7 +30,7 @@ CHUNK, CONTEXT, CHUNKS = 512, 64, 24
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> np.ndarray:
     if not (shutil.which("espeak-ng") and shutil.which("sox")):
-        pytest.skip("espeak-ng and sox come from scripts/setup.sh")
+        pytest.fail("espeak-ng and sox are missing: scripts/setup.sh installs them")
     d = tmp_path_factory.mktemp("speech")
     subprocess.run(["espeak-ng", "-w", str(d / "raw.wav"), "Voice activity detection finds the speech in a "
                     "recording. The quick brown fox jumps over the lazy dog."], check=True, capture_output=True)
@@ -43,7 +43,7 @@ def speech(tmp_path_factory) -> np.ndarray:
 def model_file(name: str, tmp_path) -> str:
     path = ZOO_MODELS / name
     if not path.exists():
-        pytest.skip(f"{path} comes from scripts/setup.sh (scripts/fetch_zoo.py)")
+        pytest.fail(f"{path} is missing: scripts/setup.sh fetches it (scripts/fetch_zoo.py)")
     return str(path)
 
 

@@ -2,10 +2,9 @@
 
 import cffi
 import pytest
+from wgpu.backends import wgpu_native
 
-wgpu_native = pytest.importorskip("wgpu.backends.wgpu_native")
-
-from webinfer.runtime import cffi_types  # noqa: E402
+from webinfer.runtime import cffi_types
 
 
 def _type_strings(ffi) -> list[str]:

@@ -63,7 +63,8 @@ def test_two_turns_new_chat_overflow_and_a_responsive_page(page, tiny_site):
     assert one["token-ids"] == ort_greedy(model, one["prompt-ids"], len(one["token-ids"]))[0]
 
     _send(page, "And the capital of Italy? Answer in one word.", 8)
-    page.wait_for_function("() => document.querySelector('#answer') && !document.querySelector('#answer').dataset.done")
+    page.wait_for_function("() => document.querySelector('#answer') && !document.querySelector('#answer').dataset.done",
+                          timeout=TIMEOUT_MS)
     two = _turn(page)
     history = json.loads(page.locator("#history").get_attribute("data-history"))
     assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
@@ -80,7 +81,8 @@ def test_two_turns_new_chat_overflow_and_a_responsive_page(page, tiny_site):
     load_beat = page.evaluate("() => ({ ...window.__beat, tasks: window.__longTasks })")
     page.evaluate("() => window.__resetBeat()")
     _send(page, long_msg, 4)
-    page.wait_for_function("() => document.querySelector('#answer') && !document.querySelector('#answer').dataset.done")
+    page.wait_for_function("() => document.querySelector('#answer') && !document.querySelector('#answer').dataset.done",
+                          timeout=TIMEOUT_MS)
     three = _turn(page)
     assert len(three["prompt-ids"]) > 800 and three["stats"]["reused_tokens"] < 40  # a new conversation
     beat = page.evaluate("() => window.__beat")

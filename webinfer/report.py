@@ -51,11 +51,21 @@ def build_report(manifest: dict, dim_values: dict | None = None, program: int = 
         "naive_bytes": sum(sizes.values()),
         "weight_bytes": sum(gpu_nbytes(tensors[tid]["dtype"], _numel(tensors[tid]["shape"], {}))
                             for tid in manifest["program"]["weights"]),
+        # KV-cache and other states: allocated once, at their capacity
+        "state_bytes": sum(max(4, gpu_nbytes(tensors[st["tensor"]]["dtype"],
+                                             _numel(tensors[st["tensor"]]["capacity"], {})))
+                           for st in manifest.get("states", [])),
         "kernel_class": manifest["program"]["class"],
         "shaders": manifest["program"]["shaders"],
         "dims": env,
         "passes": manifest.get("passes", []),
     }
+
+
+def gpu_memory(report: dict) -> int:
+    """What a session allocates in storage at these dims: the program's weights, its states at their capacity,
+    and the planned activation slots (uniforms and readback buffers, a few KiB, aside)."""
+    return report["weight_bytes"] + report["state_bytes"] + report["peak_bytes"]
 
 
 def report_table(report: dict) -> str:
@@ -64,6 +74,8 @@ def report_table(report: dict) -> str:
             ("planned activation bytes", f"{report['peak_bytes']:,}"),
             ("naive activation bytes", f"{report['naive_bytes']:,}"),
             ("weight bytes", f"{report['weight_bytes']:,}"),
+            ("state bytes (KV cache)", f"{report['state_bytes']:,}"),
+            ("GPU memory at run", f"{gpu_memory(report):,} (weights + states + planned activations)"),
             ("dims", ", ".join(f"{k}={v}" for k, v in report["dims"].items()) or "static")]
     width = max(len(r[0]) for r in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]

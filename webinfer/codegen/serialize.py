@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dims as D
 from ..artifact import ArtifactWriter
-from ..dtypes import I32_MAX, I32_MIN
+from ..dtypes import I32_MAX, I32_MIN, gpu_nbytes
 from ..dtypes import dtype as get_dtype
 from ..errors import WebinferError
 from ..options import LIMITS, BuildOptions, KernelClass
@@ -117,12 +117,15 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
             tid = table.entries[tid]["alias"]
         if table.entries[tid]["kind"] == "weight":
             weights.add(tid)
-    limits = LIMITS[options.limits]
+    limits = {_LIMIT_NAMES[k]: LIMITS[options.limits][k] for k in _LIMIT_NAMES}
+    largest = _largest_binding(steps, table, {tid for tid, _ in _textures(program, ids)})
+    if largest:  # a device that cannot bind the largest weight or state is refused before any shard is fetched
+        limits.update({"max-storage-buffer-binding-size": largest, "max-buffer-size": largest})
     return {
         "class": kclass.name,
         "adapter_types": list(kclass.adapter_types),
         "requires": {"features": list(kclass.features),
-                     "limits": {_LIMIT_NAMES[k]: limits[k] for k in _LIMIT_NAMES}},
+                     "limits": limits},
         "steps": steps,
         "outputs": outputs,
         "weights": sorted(weights),
@@ -132,6 +135,21 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
         "guards": [[D.to_json(e), why] for e, why in program.guards],  # shapes must keep expr >= 0 (checked per run)
         "placement": program.placement,
     }
+
+
+def _largest_binding(steps: list[dict], table: _Table, textures: set[int]) -> int:
+    """Bytes of the largest buffer of static size (weights, states at capacity, fixed temporaries) the steps bind
+    as storage: the binding and buffer size a device must grant. Tensors sized by symbolic dims are checked when
+    a run sizes them (runtime/session.py)."""
+    largest = 0
+    for tid in {t for s in steps for t in s["reads"] + s["writes"]}:
+        while table.entries[tid]["alias"] is not None:
+            tid = table.entries[tid]["alias"]
+        entry = table.entries[tid]
+        shape = entry.get("capacity") or entry["shape"]
+        if tid not in textures and all(isinstance(d, int) for d in shape):
+            largest = max(largest, gpu_nbytes(entry["dtype"], int(np.prod(shape, dtype=np.int64))))
+    return largest
 
 
 def _textures(program: Program, ids: dict[int, int]) -> list[list]:

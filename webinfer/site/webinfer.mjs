@@ -9,7 +9,7 @@
 //   for await (const t of chat.send([{ role: "user", content: "Hi!" }])) console.log(t.text);
 //   chat.cancel();                                               // stops the reply after the current token
 //
-// load(url, {onProgress, kernelClass, path}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
+// load(url, {onProgress, kernelClass, path, deviceLimits}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
 //   path, pathWhy, timings, run(feeds), classify(image), encode(text), close()}; the artifact's program is chosen
 //   for the adapter (kernelClass forces one); close() frees the session's GPU memory.
 //   path: "gpu" (WebGPU) or "cpu": where the page has no WebGPU (or path: "cpu" forces it), an artifact built
@@ -94,8 +94,8 @@ function absolute(url) {
   return new URL(url, globalThis.document ? document.baseURI : location.href).href;
 }
 
-async function open(url, kind, { onProgress, kernelClass, path } = {}) {
-  const info = await call({ op: "load", url: absolute(url), kind, kernelClass, path },
+async function open(url, kind, { onProgress, kernelClass, path, deviceLimits } = {}) {
+  const info = await call({ op: "load", url: absolute(url), kind, kernelClass, path, deviceLimits },
     (m) => m.progress && onProgress?.(m.progress));
   info.timings.ready_ms = Math.round(performance.now());  // since this page started loading
   return info;

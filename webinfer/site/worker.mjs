@@ -51,7 +51,7 @@ function python() {
 }
 
 // The WebGPU adapter and device, once per worker.
-export async function openGPU() {
+export async function openGPU(caps) {
   if (!navigator.gpu) {
     throw new Error("This browser has no WebGPU (navigator.gpu is missing in workers). Use a recent Chromium " +
       "on a page served from 127.0.0.1 or over HTTPS; without a GPU, start it with --enable-unsafe-webgpu.");
@@ -67,7 +67,22 @@ export async function openGPU() {
     },
     requiredFeatures: ["shader-f16", "subgroups"].filter((f) => adapter.features.has(f)),
   });
-  return { adapter, device };
+  return { adapter, device: caps ? capped(device, caps) : device };
+}
+
+// A device that reports limits no larger than `caps` (load(url, {deviceLimits})): WebGPU grants at least its
+// defaults, so a smaller device is seen through this view, to try how a page behaves on one. Program choice,
+// in the worker and in Python, reads these limits; everything else is the device itself.
+function capped(device, caps) {
+  const limits = {};
+  for (const name in device.limits) limits[name] = Math.min(device.limits[name], caps[name] ?? Infinity);
+  return new Proxy(device, {
+    get: (target, key) => {
+      if (key === "limits") return limits;
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 }
 
 // runtime/select.py's rule, kept in step with it (Python applies it again and the two must agree): the first
@@ -78,6 +93,8 @@ const LIMIT_NAMES = {
   "max-storage-buffers-per-shader-stage": "maxStorageBuffersPerShaderStage",
   "max-compute-invocations-per-workgroup": "maxComputeInvocationsPerWorkgroup",
   "max-compute-workgroup-storage-size": "maxComputeWorkgroupStorageSize",
+  "max-storage-buffer-binding-size": "maxStorageBufferBindingSize",
+  "max-buffer-size": "maxBufferSize",
 };
 
 function adapterType(adapter) {
@@ -89,22 +106,29 @@ function adapterType(adapter) {
 
 export function chooseProgram(manifest, adapter, device, forced) {
   const has = (f) => device.features.has(f) || Boolean(navigator.gpu.wgslLanguageFeatures?.has(f));
-  const runs = (p) => (p.requires.features || []).every(has) && Object.entries(p.requires.limits || {})
-    .every(([k, v]) => !(k in LIMIT_NAMES) || device.limits[LIMIT_NAMES[k]] >= v);
+  const missing = (p) => (p.requires.features || []).filter((f) => !has(f)).map((f) => `feature ${f}`).concat(
+    Object.entries(p.requires.limits || {}).filter(([k, v]) => k in LIMIT_NAMES && device.limits[LIMIT_NAMES[k]] < v)
+      .map(([k, v]) => `${k} ${v} (device: ${device.limits[LIMIT_NAMES[k]]})`));
+  const runs = (p) => !missing(p).length;
   const programs = manifest.programs;
   if (forced) {
     const p = programs.find((q) => q.class === forced);
-    if (!p || !runs(p)) throw new Error(`kernel class ${forced} is not in this artifact or cannot run here`);
+    if (!p) throw new Error(`kernel class ${forced} is not in this artifact`);
+    if (!runs(p)) throw new Error(`kernel class ${forced} cannot run on this adapter: needs ${missing(p).join(", ")}`);
     return p;
   }
   const type = adapterType(adapter);
   const runnable = programs.filter(runs);
-  if (!runnable.length) throw new Error("no program of this artifact runs on this adapter");
+  // (before any weight shard is fetched: the page says why in one line instead of downloading what cannot run)
+  if (!runnable.length) {
+    throw new Error("no program of this artifact runs on this adapter: " +
+      programs.map((p) => `${p.class} needs ${missing(p).join(", ")}`).join("; "));
+  }
   return runnable.find((p) => p.adapter_types.includes(type)) || runnable[0];
 }
 
-function gpu() {
-  gpuPromise ??= openGPU();
+function gpu(caps) {
+  gpuPromise ??= openGPU(caps);
   return gpuPromise;
 }
 
@@ -249,11 +273,11 @@ async function fetchManifest(artifactURL) {
 
 // -- the path: WebGPU, else the CPU --------------------------------------------------------------------------
 // {path, why}; `forced` is load's `path` option ("cpu" | "gpu"; the generic page's ?path=).
-async function choosePath(forced) {
+async function choosePath(forced, caps) {
   if (forced !== undefined && forced !== "cpu" && forced !== "gpu") throw new Error(`path must be cpu or gpu, not ${forced}`);
   if (forced === "cpu") return { path: "cpu", why: "forced (path=cpu)" };
   try {
-    await gpu();
+    await gpu(caps);
   } catch (e) {
     if (forced === "gpu") throw e;
     const why = !navigator.gpu ? "this browser has no WebGPU (navigator.gpu is missing)" : e.message;
@@ -288,11 +312,11 @@ async function loadCPU(artifactURL, manifest, kind, choice, progress) {
 }
 
 // -- operations ------------------------------------------------------------------------------------------
-async function load({ url, kind, kernelClass, path }, post) {
+async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   const progress = (p) => post({ type: "progress", progress: p });
   const timings = {};
   const artifactURL = new URL(url.endsWith("/") ? url : url + "/", ROOT).href;
-  const choice = await choosePath(path);
+  const choice = await choosePath(path, deviceLimits);
   if (choice.path === "cpu") {
     if (kernelClass) throw new Error(`kernel class ${kernelClass}: a GPU program, but this session runs on the CPU (${choice.why})`);
     return loadCPU(artifactURL, await fetchManifest(artifactURL), kind, choice, progress);

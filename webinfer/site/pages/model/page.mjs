@@ -1,6 +1,7 @@
 // Generic page: load the artifact with webinfer's JS API, run it once on inputs of ones (symbolic dims set
 // to 1), print each output's shape and first values. ?class=NAME forces a kernel class, ?path=cpu|gpu a path
-// (without WebGPU, an artifact built with --cpu runs on the CPU by itself).
+// (without WebGPU, an artifact built with --cpu runs on the CPU by itself); ?limit=NAME:VALUE (repeatable) shows
+// the page a device with smaller WebGPU limits (e.g. limit=maxStorageBufferBindingSize:1048576).
 import * as webinfer from "../assets/webinfer.mjs";
 import { progressBar, showError, timingText } from "../assets/ui.mjs";
 
@@ -30,11 +31,16 @@ async function runOnce(session) {
   resultEl.dataset.done = "1";
 }
 
+function limitsOf(q) {
+  const pairs = q.getAll("limit").map((s) => s.split(":")).filter(([k, v]) => /^[a-zA-Z]+$/.test(k) && /^\d+$/.test(v));
+  return pairs.length ? Object.fromEntries(pairs.map(([k, v]) => [k, Number(v)])) : undefined;
+}
+
 async function main() {
   const q = new URLSearchParams(location.search);
   const session = await webinfer.load("artifact/", {
     onProgress: progressBar(document.getElementById("progress"), statusEl),
-    kernelClass: q.get("class") || undefined, path: q.get("path") || undefined });
+    kernelClass: q.get("class") || undefined, path: q.get("path") || undefined, deviceLimits: limitsOf(q) });
   document.getElementById("timings").textContent = `${timingText(session.timings)}; ` + (session.path === "cpu"
     ? `runs on the CPU: ${session.adapter}, because ${session.pathWhy}`
     : `runs on WebGPU; kernel class ${session.kernelClass} (${session.kernelClassWhy})`);

@@ -277,7 +277,8 @@ def program_view(manifest: dict, index: int) -> dict:
         raise WebinferError(f"the artifact has no program {index} ({len(programs)} programs)")
     p = programs[index]
     return dict(manifest, steps=p["steps"], outputs=p["outputs"], placement=p.get("placement", []),
-                control=p.get("control", []), guards=p.get("guards", []), program=p, program_index=index)
+                control=p.get("control", []), guards=p.get("guards", []), branch_guards=p.get("branch_guards", []),
+                program=p, program_index=index)
 
 
 def verify(entry: dict, data: bytes, name: str) -> None:

@@ -34,6 +34,7 @@ MODELS = [
     "ddddocr-det", "ppocrv4-rec-opset9",                            # YOLOX detector, CTC text recognizer
     "silero-vad-op18-ifless", "silero-vad-openvino-16k",            # voice activity (If, LSTM)
     "silero-vad-16k-op15", "silero-vad-half",                       # ... an If on a frame-count predicate
+    "silero-vad-v5", "silero-vad-v6",                               # ... inside the If on the sample rate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
@@ -68,3 +69,30 @@ def test_zoo_model_matches_onnxruntime(model_id, tmp_path):
         peak = float(np.abs(w).max()) if w.size else 0.0
         assert err <= TOLERANCE * (peak if peak > 0 else 1.0), \
             f"{model_id} {name}: max abs err {err:.3g} > {TOLERANCE:g} x max abs output {peak:.3g}"
+
+
+@pytest.mark.parametrize("model_id", ["silero-vad-v5", "silero-vad-v6"])
+def test_silero_streams_at_both_sample_rates(model_id, tmp_path):
+    """As silero-vad's OnnxWrapper feeds it: chunks of 512 samples at 16 kHz (256 at 8 kHz) after 64 (32) samples
+    of context, the state carried from chunk to chunk, both rates from one artifact (the ``sr`` If picks the half;
+    each half's frame-count If is guarded only when it runs), each chunk equal to onnxruntime carrying its own."""
+    cache = default_cache()
+    path = cache / "models" / f"{model_id}.onnx"
+    assert path.is_file(), f"{path} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)"
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    build(str(path), str(tmp_path / "artifact"))
+    session = InferenceSession(str(tmp_path / "artifact"))
+    speech = Recipes(cache).speech()
+    for sr, n, context in ((16000, 512, 64), (8000, 256, 32), (16000, 512, 64)):
+        audio = speech if sr == 16000 else speech[::2]
+        mine = theirs = np.zeros((2, 1, 128), np.float32)
+        x = np.zeros((1, context + n), np.float32)
+        for k in range(4):
+            x = np.concatenate([x[:, -context:], audio[None, 8000 + k * n:8000 + (k + 1) * n]], 1).astype(np.float32)
+            feeds = {"input": x, "sr": np.array(sr, np.int64)}
+            want, theirs = ref.run(None, {**feeds, "state": theirs})
+            got, mine = session.run(None, {**feeds, "state": mine})
+            for name, g, w in (("output", got, want), ("stateN", mine, theirs)):
+                assert g.shape == w.shape, f"{model_id} sr={sr} chunk {k} {name}: shape {g.shape} != {w.shape}"
+                err, peak = float(np.abs(g - w).max()), float(np.abs(w).max())
+                assert err <= TOLERANCE * peak, f"{model_id} sr={sr} chunk {k} {name}: max abs err {err:.3g}"

@@ -20,7 +20,7 @@ from ..dims import Dim
 from ..errors import UnsupportedOpError, WebinferError
 from ..opschema import HOST_MAX_ELEMENTS, op_key, op_label, schema
 from ..options import LIMITS, SOFTWARE, KernelClass
-from . import emit, nested, packed
+from . import emit, guard_scopes, nested, packed
 from .program import Program, Step, Tensor
 from .registry import LOWERINGS, load_all
 
@@ -92,8 +92,7 @@ class LowerContext:
             if expr < 0:
                 raise self.unsupported(why)
             return
-        if all(g[0] != expr for g in self._l.program.guards):  # (one guard per condition: the first node's words)
-            self._l.program.guards.append((expr, f"{self.op} (node {self.describe()}): {why}"))
+        guard_scopes.record(self._l, expr, f"{self.op} (node {self.describe()}): {why}")  # (in its If branch)
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.op} (node {self.describe()}): {why}")

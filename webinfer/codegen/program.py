@@ -82,6 +82,8 @@ class Program:
     # sequence/optional graph inputs and outputs -> their flat tensors' names (codegen/nested.py)
     groups: dict = field(default_factory=lambda: {"inputs": {}, "outputs": {}})
     guards: list[tuple[Dim, str]] = field(default_factory=list)  # (expr, why): shapes must keep expr >= 0
+    # ((start, end), expr, why): a guard that holds only when that If branch runs (codegen/guard_scopes.py)
+    branch_guards: list[tuple[tuple[int, int], Dim, str]] = field(default_factory=list)
 
     def drop_dead_steps(self) -> int:
         """Remove the steps whose results no later step, output or state reads (a value whose only use was

@@ -134,6 +134,8 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
         "control": _remap_tensors(program.control, ids),  # If/Loop/Scan step ranges (codegen/kernels/control_flow.py)
         "guards": [[D.to_json(e), why] for e, why in program.guards],  # shapes must keep expr >= 0 (checked per run)
         "placement": program.placement,
+        **({"branch_guards": [[list(r), D.to_json(e), why] for r, e, why in program.branch_guards]}
+           if program.branch_guards else {}),  # checked when that If branch runs
     }
 
 

@@ -277,6 +277,10 @@ def _check_control(m: Manifest, p: Program, path: str, gpu_tensor, fail) -> None
         for lo2, hi2, pb in spans[a + 1:]:
             if lo < lo2 < hi < hi2 or lo2 < lo < hi2 < hi:
                 fail(pb, f"its steps overlap those of {pa} without nesting")
+    branches = {b for c in p.control if isinstance(c, IfEntry) for b in c.branches}
+    for k, g in enumerate(p.branch_guards or ()):
+        if g.steps not in branches:
+            fail(f"{path}.branch_guards[{k}][0]", f"steps [{g.steps[0]}, {g.steps[1]}) are no If branch's")
 
 
 def _needs_writer(t: Tensor) -> bool:

@@ -11,6 +11,7 @@ import math
 
 from ..dtypes import DTYPES
 from ..errors import WebinferError
+from .guards import read_branch_guards, read_guard
 from .schema import (
     _FILE_NAME,
     _FOLDERS,
@@ -25,7 +26,6 @@ from .schema import (
     Chunk,
     CountEntry,
     FileEntry,
-    Guard,
     IfEntry,
     LoopEntry,
     Manifest,
@@ -246,7 +246,7 @@ def _tensor(r: _Reader, v, path: str) -> Tensor:
 
 def _program(r: _Reader, v, path: str) -> Program:
     r.obj(v, path, ("class", "adapter_types", "requires", "steps", "outputs", "weights", "shaders", "control",
-                    "guards", "placement"), ("textures",))
+                    "guards", "placement"), ("textures", "branch_guards"))
     req = r.obj(v["requires"], f"{path}.requires", ("features", "limits"))
     limits = r.obj(req["limits"], f"{path}.requires.limits",
                    tuple(req["limits"]) if isinstance(req["limits"], dict) else ())
@@ -261,11 +261,12 @@ def _program(r: _Reader, v, path: str) -> Program:
         weights=tuple(r.int(t, f"{path}.weights[{i}]") for i, t in enumerate(r.list(v["weights"], f"{path}.weights"))),
         shaders=r.int(v["shaders"], f"{path}.shaders"),
         control=tuple(_control(r, c, f"{path}.control[{i}]") for i, c in enumerate(r.list(v["control"], f"{path}.control"))),
-        guards=tuple(_guard(r, g, f"{path}.guards[{i}]") for i, g in enumerate(r.list(v["guards"], f"{path}.guards"))),
+        guards=tuple(read_guard(r, g, f"{path}.guards[{i}]") for i, g in enumerate(r.list(v["guards"], f"{path}.guards"))),
         placement=tuple(_placement(r, p, f"{path}.placement[{i}]")
                         for i, p in enumerate(r.list(v["placement"], f"{path}.placement"))),
         textures=tuple(_texture(r, t, f"{path}.textures[{i}]")
                        for i, t in enumerate(r.list(v.get("textures", []), f"{path}.textures"))),
+        branch_guards=read_branch_guards(r, v.get("branch_guards"), f"{path}.branch_guards"),
     )
 
 
@@ -339,11 +340,6 @@ def _control(r: _Reader, v, path: str):
     r.obj(v, path, ("kind", "at", "tensor", "dim", "bound"))
     return CountEntry(kind, r.int(v["at"], f"{path}.at"), r.int(v["tensor"], f"{path}.tensor"),
                       r.dim(r.str(v["dim"], f"{path}.dim"), f"{path}.dim"), r.int(v["bound"], f"{path}.bound", 0, 2**31 - 1))
-
-
-def _guard(r: _Reader, v, path: str) -> Guard:
-    v = r.list(v, path, 2)
-    return Guard(r.dim(v[0], f"{path}[0]"), r.str(v[1], f"{path}[1]"))
 
 
 _PREPROCESS = {  # key -> reader (graph/prepost.py add_image_prologue writes them)

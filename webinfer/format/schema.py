@@ -163,6 +163,16 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class BranchGuard:
+    """A build assumption made inside an If branch: ``expr`` >= 0 when the steps ``steps`` (one branch's
+    [start, end) range of a control entry) run; checked then, not on runs that take the other branch."""
+
+    steps: tuple[int, int]
+    expr: object
+    why: str
+
+
+@dataclass(frozen=True)
 class Program:
     kernel_class: str
     adapter_types: tuple[str, ...]
@@ -175,6 +185,7 @@ class Program:
     guards: tuple[Guard, ...]
     placement: tuple[Placement, ...]
     textures: tuple[tuple[int, str], ...] = ()  # (weight, texel format) bound as textures (format/textures.py)
+    branch_guards: tuple[BranchGuard, ...] | None = None  # guards of If branches (codegen/guard_scopes.py)
 
 
 @dataclass(frozen=True)
@@ -216,9 +227,9 @@ class Manifest:
         return tid
 
 
-_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify")  # keys left out when absent
+_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "branch_guards")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
-_POSITIONAL = (Chunk, Uniform, When, Guard)  # written as JSON lists
+_POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists
 
 
 def _to_json(v):

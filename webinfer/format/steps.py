@@ -23,12 +23,23 @@ def check_guards(manifest: dict, env: dict, only: set | None = None) -> None:
     """The build's guards on ``env``. One on a dim the run sets later (a loop's iteration, a counted size) waits
     for it: runtime/control_flow.py checks the guards naming the dims it sets (``only``) when it sets them."""
     for expr, why in manifest.get("guards", []):
-        used = D.names(D.from_json(expr))
-        if not used <= env.keys() or (only is not None and not used & only):
-            continue
-        if D.evaluate(expr, env) < 0:
-            values = ", ".join(f"{n}={env[n]}" for n in sorted(used))
-            raise WebinferError(f"input dims {values} are outside what this artifact was built for: {why}")
+        if only is None or D.names(D.from_json(expr)) & only:
+            _check(expr, why, env)
+
+
+def check_branch_guards(manifest: dict, steps: tuple[int, int], env: dict) -> None:
+    """The guards of the If branch whose steps are ``steps`` (manifest ``branch_guards``), checked when that
+    branch is about to run: the build relied on them for its steps only."""
+    for (lo, hi), expr, why in manifest.get("branch_guards") or ():
+        if (lo, hi) == tuple(steps):
+            _check(expr, why, env)
+
+
+def _check(expr, why: str, env: dict) -> None:
+    used = D.names(D.from_json(expr))
+    if used <= env.keys() and D.evaluate(expr, env) < 0:
+        values = ", ".join(f"{n}={env[n]}" for n in sorted(used))
+        raise WebinferError(f"input dims {values} are outside what this artifact was built for: {why}")
 
 
 def step_dims(step: dict) -> set[str]:

@@ -18,7 +18,7 @@ import struct
 
 from .. import dims as D
 from ..errors import WebinferError
-from ..format.steps import check_guards, step_runs
+from ..format.steps import check_branch_guards, check_guards, step_runs
 
 
 def _structured(control: list[dict]) -> list[dict]:
@@ -111,6 +111,7 @@ class Executor:
     async def _if(self, c: dict) -> None:
         then, other = c["branches"]
         lo, hi = then if await self._scalar(c["cond"]) else other
+        check_branch_guards(self.core.manifest, (lo, hi), self.env)  # what the build assumed for this branch
         await self.run(lo, hi)
 
     async def _loop(self, c: dict) -> None:

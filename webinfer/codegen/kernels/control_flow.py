@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import dims as D
 from ...errors import UnsupportedOpError
+from .. import guard_scopes
 from ..nested import OptValue, SeqValue, is_nested
 from ..program import Tensor
 from ..registry import lowering
@@ -134,7 +135,8 @@ def lower_if(ctx) -> None:
     ranges, outs = [], None
     for g in branches:
         start = len(lw.program.steps)
-        results = lw.lower_subgraph(g, [])
+        with guard_scopes.branch_scope(lw) as scope:  # (guards recorded in the branch: checked when it runs)
+            results = lw.lower_subgraph(g, [])
         if outs is None:
             outs = [_fresh(ctx, t) for t in results]
             for i, out in enumerate(outs):
@@ -142,8 +144,8 @@ def lower_if(ctx) -> None:
         flat = [_flatten(t) for t in results]
         if [_signature(f) for f in flat] != [_signature(_flatten(o)) for o in outs]:
             why = "the branches' outputs differ in type, shape or structure"
-            # (not inside a branch the runtime may skip: a guard is checked on every run, whichever branch runs)
-            if lw.region_depth == 0 and _dim_predicate(ctx) is not None:
+            # (in the main graph or an If branch, whose guards are checked when it runs; not in a loop body)
+            if guard_scopes.can_guard(lw) and _dim_predicate(ctx) is not None:
                 raise BranchChoiceNeeded(ctx.unsupported(why).args[0], ctx.node)
             raise ctx.unsupported(why)
         for ts, os in zip(flat, (_flatten(o) for o in outs)):
@@ -151,6 +153,7 @@ def lower_if(ctx) -> None:
                 if not isinstance(t, str):
                     copy(ctx, t, out)
         ranges.append([start, len(lw.program.steps)])
+        guard_scopes.close(lw, scope, start, len(lw.program.steps))
     lw.program.control.append({"kind": "if", "cond": cond, "branches": ranges})
 
 

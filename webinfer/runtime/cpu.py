@@ -37,7 +37,7 @@ class CpuSession:
         return [self._io(io) for io in self.manifest["programs"][0]["outputs"]]
 
     def _io(self, io: dict):
-        from .session import IOInfo
+        from .tensor import IOInfo
 
         t = self.manifest["tensors"][io["tensor"]]
         return IOInfo(io["name"], t["dtype"], [d if isinstance(d, int) else D.json_text(d) for d in t["shape"]])

@@ -20,21 +20,11 @@ from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
 from .plan_cache import PlanCache, SizeCheck, plan_key
 from .select import choose_program
-from .tensor import HostTensor, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
+from .tensor import HostTensor, IOInfo, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
+from .weights import check_weights, upload_weights
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
 _RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "f32": (-(2**24), 2**24)}  # f32: exact integers
-
-
-class IOInfo:
-    """What ``get_inputs()``/``get_outputs()`` return, shaped like onnxruntime's NodeArg."""
-
-    def __init__(self, name: str, dtype: str, shape: list):
-        self.name, self.dtype, self.shape = name, dtype, shape
-        self.type = f"tensor({ {'float32': 'float', 'float64': 'double'}.get(dtype, dtype)})"
-
-    def __repr__(self) -> str:
-        return f"IOInfo(name={self.name!r}, type={self.type!r}, shape={self.shape})"
 
 
 class SessionCore:
@@ -64,7 +54,9 @@ class SessionCore:
             if key not in self._pipelines:
                 self._pipelines[key] = self._pipeline(shader(step["shader"]), step, writes)
             self.step_pipelines.append(self._pipelines[key])
-        self.weights = self._upload_weights(read_shard) if weights is None else self._check_weights(weights)
+        self.weights = (upload_weights(device, self.tensors, self.manifest["program"]["weights"], self.textures,
+                                       read_shard) if weights is None
+                        else check_weights(self.manifest["program"]["weights"], weights))
         self.bounds: dict[str, int] = dict(manifest.get("bounds", {}))
         self.states = {}
         for st in manifest.get("states", []):
@@ -109,32 +101,6 @@ class SessionCore:
         self.weights, self.states = {}, {}
 
     # -- set-up ------------------------------------------------------------------------------------
-    def _upload_weights(self, read_shard) -> dict[int, object]:
-        buffers, shards = {}, {}
-        for tid in self.manifest["program"]["weights"]:
-            t = self.tensors[tid]
-            nbytes = self._nbytes(tid, D.evaluate(_numel(t), {}))
-            whole = bytearray(nbytes) if tid in self.textures else None  # a texture is written at once
-            buf = None if whole is not None else self.device.create_buffer(nbytes, "storage")
-            for shard, offset, n, dst in t["chunks"]:
-                if n == 0:
-                    continue
-                if shard not in shards:
-                    shards[shard] = read_shard(shard)
-                if whole is not None:
-                    whole[dst : dst + n] = shards[shard][offset : offset + n]
-                else:
-                    self.device.write_buffer(buf, dst, shards[shard][offset : offset + n])
-            buffers[tid] = buf if whole is None else self.device.create_texture(bytes(whole), self.textures[tid])
-        return buffers
-
-    def _check_weights(self, weights: dict) -> dict[int, object]:
-        want = set(self.manifest["program"]["weights"])
-        missing = sorted(want - set(weights))
-        if missing:
-            raise WebinferError(f"pre-uploaded weights lack {len(missing)} weight tensor(s), e.g. {missing[:4]}")
-        return {tid: weights[tid] for tid in want}
-
     def get_inputs(self) -> list[IOInfo]:
         return [self._io(io) for io in self.manifest["inputs"]]
 

@@ -171,3 +171,14 @@ def check_index_bounds(bounds: dict, feeds: dict) -> None:
             bad = hi if hi >= rows else lo
             raise WebinferError(f"input {name!r}: index {bad} is out of range for a table of {rows} rows "
                                 f"(valid: 0..{rows - 1})")
+
+
+class IOInfo:
+    """What ``get_inputs()``/``get_outputs()`` return, shaped like onnxruntime's NodeArg."""
+
+    def __init__(self, name: str, dtype: str, shape: list):
+        self.name, self.dtype, self.shape = name, dtype, shape
+        self.type = f"tensor({ {'float32': 'float', 'float64': 'double'}.get(dtype, dtype)})"
+
+    def __repr__(self) -> str:
+        return f"IOInfo(name={self.name!r}, type={self.type!r}, shape={self.shape})"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ... import dims as D
-from ..lower import LowerContext
+from ..context import LowerContext
 from ..nested import OptValue, SeqValue, unwrap
 from ..program import Tensor
 from ..registry import lowering

@@ -154,6 +154,8 @@ def _shape_lines(m: dict) -> list[str]:
                      + ", ".join(f"{k} <= {v}" for k, v in m["bounds"].items()))
     if m.get("guards"):
         lines.append(f"checked per run: {len(m['guards'])} condition(s) on the dims, e.g. {m['guards'][0][1]}")
+    if m.get("branch_guards"):
+        lines.append(f"checked when their If branch runs: {len(m['branch_guards'])} condition(s) on the dims")
     if m.get("preprocess"):
         p = m["preprocess"]
         lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "

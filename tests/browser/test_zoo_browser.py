@@ -99,3 +99,39 @@ def test_zoo_models_in_chromium(page, tmp_path, webinfer_wheel):
     for model_id, got, (names, want) in zip(MODELS, runs, references):
         lines.append(f"{model_id}: {', '.join(_compare(model_id, names, got, want))}")
     print(f"{len(MODELS)} zoo models in Chromium, relative error vs onnxruntime per output:\n" + "\n".join(lines))
+
+
+def test_silero_v5_v6_in_chromium_at_both_rates(page, tmp_path, webinfer_wheel):
+    """Silero VAD v5 and v6 (an If on ``sr`` around each half's frame-count If, guarded per branch) in one page,
+    each artifact run at 16 kHz (512 + 64 context samples) and 8 kHz (256 + 32) from a nonzero state."""
+    cache = default_cache()
+    speech = Recipes(cache).speech()
+    entries, references, labels = [], [], []
+    for model_id in ("silero-vad-v5", "silero-vad-v6"):
+        path = cache / "models" / f"{model_id}.onnx"
+        assert path.is_file(), f"{path} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)"
+        ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [o.name for o in ref.get_outputs()]
+        build(str(path), str(tmp_path / model_id), target="software")
+        for sr, n, context in ((16000, 512, 64), (8000, 256, 32)):
+            audio = speech if sr == 16000 else speech[::2]
+            state = np.random.default_rng(sr).standard_normal((2, 1, 128)).astype(np.float32) * 0.5
+            feeds = {"input": audio[None, 8000 - context:8000 + n].astype(np.float32), "state": state,
+                     "sr": np.array(sr, np.int64)}
+            references.append((names, ref.run(names, feeds)))
+            entries.append({"id": f"{model_id}-{sr}", "artifact": f"artifacts/{model_id}/",
+                            "feeds": encode_inputs(feeds)})
+            labels.append(f"{model_id} at {sr} Hz")
+    site = build_smoke_site(str(tmp_path / "silero-vad-v5"), str(tmp_path / "site"), {}, wheel=webinfer_wheel)
+    os.makedirs(os.path.join(site, "artifacts"), exist_ok=True)
+    for model_id in ("silero-vad-v5", "silero-vad-v6"):
+        os.rename(tmp_path / model_id, os.path.join(site, "artifacts", model_id))
+    with open(os.path.join(site, "main.py"), "w") as f:
+        f.write(ZOO_MAIN)
+    with open(os.path.join(site, "inputs.json"), "w") as f:
+        json.dump(entries, f)
+    runs = run_smoke_page(page, site, timeout_ms=900_000)["runs"]
+    assert len(runs) == len(entries)
+    lines = [f"{label}: {', '.join(_compare(label, names, got, want))}"
+             for label, got, (names, want) in zip(labels, runs, references)]
+    print("Silero in Chromium, relative error vs onnxruntime per output:\n" + "\n".join(lines))

@@ -240,58 +240,62 @@ def test_if_on_a_dim_predicate_that_cannot_be_guarded_is_refused(tmp_path):
         build(str(path), str(tmp_path / "a.wi"), target="software")
 
 
+
 def _rate_if_with_dim_predicates():
     """Silero v5/v6's shape: an outer If on a runtime value (``sr == 16000``) whose branches each hold an If on a
-    dim predicate with branches of different ranks (16 kHz squeezes a frame axis of 1, 8 kHz sums one of 2)."""
+    dim predicate with branches of different ranks. 16 kHz squeezes a frame axis of 1; 8 kHz average-pools 3
+    frames and squeezes the one left, so its tensors have negative sizes at the 16 kHz frame count."""
     from onnx import numpy_helper
 
-    def inner(tag, frames, reduce_op):
-        then = helper.make_graph([helper.make_node(reduce_op, ["x", "axis"], [f"{tag}_r"], **(
-            {"keepdims": 0} if reduce_op != "Squeeze" else {}))], f"{tag}_then", [], [vi(f"{tag}_r", F, ["batch"])])
-        other = helper.make_graph([helper.make_node("Identity", ["x"], [f"{tag}_i"])], f"{tag}_else", [],
-                                  [vi(f"{tag}_i", F, ["batch", "t"])])
-        g = helper.make_graph(
-            [helper.make_node("Shape", ["x"], [f"{tag}_s"]),
+    def half(tag, first, frames):
+        then = helper.make_graph([helper.make_node("Squeeze", [f"{tag}_p", "axes"], [f"{tag}_q"])], f"{tag}_then",
+                                 [], [vi(f"{tag}_q", F, ["batch"])])
+        other = helper.make_graph([helper.make_node("Identity", [f"{tag}_p"], [f"{tag}_i"])], f"{tag}_else", [],
+                                  [vi(f"{tag}_i", F, ["batch", 1, "t"])])
+        return helper.make_graph(
+            [first, helper.make_node("Shape", [f"{tag}_p"], [f"{tag}_s"]),
              helper.make_node("Gather", [f"{tag}_s", "last"], [f"{tag}_t"], axis=0),
              helper.make_node("Equal", [f"{tag}_t", frames], [f"{tag}_c"]),
-             helper.make_node("If", [f"{tag}_c"], [f"{tag}_y"], then_branch=then, else_branch=other),
-             helper.make_node("Sigmoid" if tag == "hi" else "Tanh", [f"{tag}_y"], [f"{tag}_o"])],
-            tag, [], [vi(f"{tag}_o", F, ["batch"])])
-        return g
+             helper.make_node("If", [f"{tag}_c"], [f"{tag}_y"], then_branch=then, else_branch=other)],
+            tag, [], [vi(f"{tag}_y", F, ["batch"])])
 
     nodes = [helper.make_node("Equal", ["sr", "rate"], ["is_hi"]),
-             helper.make_node("If", ["is_hi"], ["y"], then_branch=inner("hi", "one", "Squeeze"),
-                              else_branch=inner("lo", "two", "ReduceSum"))]
-    g = helper.make_graph(nodes, "rates", [vi("x", F, ["batch", "t"]), vi("sr", I64, [])], [vi("y", F, ["batch"])],
+             helper.make_node("If", ["is_hi"], ["y"],
+                              then_branch=half("hi", helper.make_node("Sigmoid", ["x"], ["hi_p"]), "one"),
+                              else_branch=half("lo", helper.make_node("AveragePool", ["x"], ["lo_p"], kernel_shape=[3]),
+                                               "one"))]
+    g = helper.make_graph(nodes, "rates", [vi("x", F, ["batch", 1, "t"]), vi("sr", I64, [])], [vi("y", F, ["batch"])],
                           [numpy_helper.from_array(np.array(-1, np.int64), "last"),
-                           numpy_helper.from_array(np.array([-1], np.int64), "axis"),
+                           numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
                            numpy_helper.from_array(np.array(1, np.int64), "one"),
-                           numpy_helper.from_array(np.array(2, np.int64), "two"),
                            numpy_helper.from_array(np.array(16000, np.int64), "rate")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def test_dim_predicate_if_inside_a_branch_is_guarded_only_when_its_branch_runs(tmp_path):
-    """Each inner If is built for the branch giving the declared rank, its guard scoped to the outer branch's steps
-    (manifest ``branch_guards``): both rates equal onnxruntime from one artifact, and a frame count that breaks
-    the guard of the branch that runs is refused in one line, whatever the other branch would have needed."""
+    """Each inner If is built for the branch giving the declared rank, its guards scoped to the outer branch's
+    steps (manifest ``branch_guards``): both rates equal onnxruntime from one artifact (the branch not taken is
+    left out of the plan where its sizes are negative), and frames that break the guards of the branch that runs
+    are refused in one line, whatever the other branch would have needed."""
     import onnxruntime as ort
 
     m = _rate_if_with_dim_predicates()
     sess, manifest = session(m, tmp_path)
-    assert not manifest["guards"] and len(manifest["branch_guards"]) == 4  # t - 1, 1 - t; t - 2, 2 - t
+    assert not manifest["guards"]
     branches = [tuple(b) for c in manifest["control"] if c["kind"] == "if" for b in c["branches"]]
     assert {tuple(g[0]) for g in manifest["branch_guards"]} == set(branches)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for sr, t in ((16000, 1), (8000, 2), (16000, 1), (8000, 2)):  # both branches, alternating on one session
-        feeds = {"x": rng.standard_normal((3, t)).astype(np.float32), "sr": np.array(sr, np.int64)}
+    for sr, t in ((16000, 1), (8000, 3), (16000, 1), (8000, 3)):  # both branches, alternating on one session
+        feeds = {"x": rng.standard_normal((2, 1, t)).astype(np.float32), "sr": np.array(sr, np.int64)}
         want = ref.run(None, feeds)[0]
         got = sess.run(None, feeds)[0]
-        assert got.shape == want.shape == (3,)
+        assert got.shape == want.shape == (2,)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    for sr, t, pred in ((16000, 2, r"Equal\(t, 1\)"), (8000, 1, r"Equal\(t, 2\)")):
-        feeds = {"x": np.ones((3, t), np.float32), "sr": np.array(sr, np.int64)}
-        with pytest.raises(WebinferError, match=rf"^input dims t={t} are outside .*the branch built for {pred} == 1$"):
+    for sr, t, why in ((16000, 3, r"the branch built for Equal\(t, 1\) == 1"),
+                       (8000, 4, r"the branch built for Equal\(t - 2, 1\) == 1"),
+                       (8000, 1, r"AveragePool .*: output size t - 2 must be at least 1.*")):
+        feeds = {"x": np.ones((2, 1, t), np.float32), "sr": np.array(sr, np.int64)}
+        with pytest.raises(WebinferError, match=rf"^input dims t={t} are outside what this artifact was built for: .*{why}$"):
             sess.run(None, feeds)
 
 

@@ -16,6 +16,7 @@ from ..errors import WebinferError
 from ..format.steps import check_dims, step_dims, step_runs
 from ..format.textures import FORMATS as TEXTURE_FORMATS
 from . import control_flow
+from .branches import cannot_run, left_out
 from .control_flow import host_reads, loop_ranges
 from .memory import lifetimes, plan_slots
 from .plan_cache import PlanCache, SizeCheck, plan_key
@@ -157,7 +158,7 @@ class SessionCore:
         (the KV cache's lengths, --dim name=lo..hi) are sized at their maximum and left out of the cache key:
         one plan serves every value, and the steps that depend on a bound dim get their grid and uniforms
         refreshed per run (``_refresh``)."""
-        key = plan_key(env, self.bounds)
+        key = plan_key(env, self.bounds) + cannot_run(self.manifest, env)  # (If branches left out: branches.py)
         plan = self._plans.get(key) or self._new_plan(key, dict(env, **self.bounds), env)
         if not self._size_check.fits(plan["numel"], env):  # a size the bounds' plan cannot hold: its own plan
             key = tuple(sorted(env.items()))
@@ -168,12 +169,14 @@ class SessionCore:
         self._plans.make_room()
         numel = [D.evaluate(_numel(t), size_env) for t in self.tensors]
         base = [self._base(tid) for tid in range(len(self.tensors))]
-        self._check_sizes(numel, base, size_env)
+        skip, unused = left_out(self, base, env)  # what only If branches that cannot run at these dims use
+        numel = [0 if tid in unused else n for tid, n in enumerate(numel)]
+        self._check_sizes(numel, base, size_env, unused)
         buffers, owned = self._allocate(numel, base)
         entries, ubytes = [], 0
         shared: dict[str, object] = {}  # steps with the same uniform expressions share one buffer
         for i, (step, pipeline) in enumerate(zip(self.steps, self.step_pipelines)):
-            if not self._dynamic[i] and not step_runs(step, env):
+            if i in skip or (not self._dynamic[i] and not step_runs(step, env)):
                 continue
             binds = [("texture", buffers[tid]) if tid in self.textures else
                      (buffers[base[tid]], 0, max(4, self._nbytes(tid, numel[tid]))) for tid in step["reads"] + step["writes"]]
@@ -201,11 +204,13 @@ class SessionCore:
         self._plans.put(key, plan)
         return plan
 
-    def _check_sizes(self, numel: list[int], base: list[int], env: dict) -> None:
+    def _check_sizes(self, numel: list[int], base: list[int], env: dict, unused: set = frozenset()) -> None:
         """Sizes at these dims: no negative dim, no buffer past the device's maximum, no view past its tensor."""
         limit = self.device.limits.get("max-buffer-size", 1 << 28)
         for tid, n in enumerate(numel):
             t = self.tensors[tid]
+            if tid in unused:
+                continue
             if n < 0 or any(D.evaluate(d, env) < 0 for d in t["shape"]):
                 raise WebinferError(f"tensor {tid} has a negative dim at these dims ({_shape_text(t['shape'])})")
             if self._nbytes(tid, n) > limit:

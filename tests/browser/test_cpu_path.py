@@ -152,3 +152,20 @@ def test_forcing_a_path_and_the_clear_errors(no_webgpu, cpu_site, page):
     want_y, _ = _reference(cpu_site["model"], {"x": np.ones((1, 5), np.float32), "ids": np.ones((1, 3), np.int64)})
     np.testing.assert_allclose(json.loads(result.get_attribute("data-outputs"))["y"]["head"], want_y.ravel(),
                                rtol=1e-6, atol=1e-6)
+
+
+def test_a_software_adapter_gets_the_cpu_path_by_itself(cpu_site, page):
+    """SwiftShader (the suite's Chromium) is a software adapter: an artifact that carries the CPU model runs on
+    onnxruntime-web's wasm backend without being asked; ?path=gpu still gets WebGPU. Both equal onnxruntime."""
+    want_y, _ = _reference(cpu_site["model"], {"x": np.ones((1, 5), np.float32), "ids": np.ones((1, 3), np.int64)})
+    for query, path in (("", "cpu"), ("?path=gpu", "gpu")):
+        page.goto(cpu_site["url"] + "model/" + query)
+        page.wait_for_selector("#result[data-done]", state="attached", timeout=120_000)
+        result = page.locator("#result")
+        assert result.get_attribute("data-error") is None, result.get_attribute("data-error")
+        chosen = json.loads(result.get_attribute("data-path"))
+        assert chosen["path"] == path, chosen
+        if not query:
+            assert "software" in chosen["why"] and "path=gpu" in chosen["why"], chosen
+        np.testing.assert_allclose(json.loads(result.get_attribute("data-outputs"))["y"]["head"], want_y.ravel(),
+                                   rtol=1e-5, atol=1e-6)

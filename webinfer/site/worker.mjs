@@ -321,11 +321,18 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
     if (kernelClass) throw new Error(`kernel class ${kernelClass}: a GPU program, but this session runs on the CPU (${choice.why})`);
     return loadCPU(artifactURL, await fetchManifest(artifactURL), kind, choice, progress);
   }
-  progress({ phase: "python" });
-  const py = python();  // Pyodide boots while the weights stream in
   const { adapter, device } = await gpu();
   const t = performance.now();
   const manifest = await fetchManifest(artifactURL);
+  if (!path && !kernelClass && kind === "session" && adapterType(adapter) === "cpu" && manifest.assets?.[CPU_MODEL]) {
+    // WebGPU emulated on the CPU (SwiftShader) runs these models 1-25x slower than onnxruntime-web's wasm
+    // backend in the same page (docs/notes.md, `webinfer bench`): the visitor gets the faster path.
+    const name = [adapter.info?.vendor, adapter.info?.architecture, adapter.info?.description].filter(Boolean).join(" ");
+    return loadCPU(artifactURL, manifest, kind, { path: "cpu", why: `the WebGPU adapter (${name || "fallback"}) is ` +
+      "a software one; onnxruntime-web's wasm backend is faster here (path=gpu forces WebGPU)" }, progress);
+  }
+  progress({ phase: "python" });
+  const py = python();  // Pyodide boots while the weights stream in
   const program = chooseProgram(manifest, adapter, device, kernelClass);
   const weights = await loadWeights(device, artifactURL, manifest, progress, program);
   Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,

@@ -168,6 +168,42 @@ def cache_key(gen, ids: list[int]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class ConversationPrefix:
+    """One page chat's prefix cache: the system prompt's positions, stored by the worker under ``key``.
+
+    A first turn that opens with a system message the KV cache does not hold gets a key (artifact, program and
+    the system prompt's ids); the worker looks it up, ``restore`` uploads what it finds before the prefill, and
+    when nothing was restored ``save`` gives the blob to store once the turn is done. Later turns (and a new chat
+    with the same system prompt) find the positions already in the cache and need no key."""
+
+    def __init__(self):
+        self.system: str | None = None
+        self.ids: list[int] = []
+
+    def key(self, gen, messages) -> str | None:
+        if not messages or not isinstance(messages[0], dict) or messages[0].get("role") != "system":
+            return None
+        if messages[0].get("content") != self.system:
+            self.system = messages[0].get("content")
+            self.ids = system_prefix_ids(gen, self.system) if isinstance(self.system, str) else []
+        if not self.ids or gen._cached[:len(self.ids)] == self.ids:
+            return None
+        return cache_key(gen, self.ids)
+
+    def restore(self, gen, blob: bytes, messages) -> dict:
+        """Restore ``blob`` for this conversation: {status: "restored", positions} or {status: "refused",
+        warning} (the page goes on without it: a cold prefill, never a wrong cache)."""
+        try:
+            return {"status": "restored", "positions": restore(gen, blob, gen.chat_ids(messages))}
+        except WebinferError as e:
+            return {"status": "refused", "warning": str(e)}
+
+    async def save(self, gen) -> bytes | None:
+        if not self.ids or gen._cached[:len(self.ids)] != self.ids:
+            return None
+        return await asave(gen, len(self.ids))
+
+
 def _common(a: list[int], b: list[int], limit: int) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -184,4 +220,4 @@ def _prod(shape) -> int:
     return n
 
 
-__all__ = ["MAGIC", "PrefixCacheError", "asave", "cache_key", "identity", "parse", "restore", "system_prefix_ids"]
+__all__ = ["MAGIC", "ConversationPrefix", "PrefixCacheError", "asave", "cache_key", "identity", "parse", "restore", "system_prefix_ids"]

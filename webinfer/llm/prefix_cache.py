@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import time
 
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
@@ -193,8 +194,10 @@ class ConversationPrefix:
     def restore(self, gen, blob: bytes, messages) -> dict:
         """Restore ``blob`` for this conversation: {status: "restored", positions} or {status: "refused",
         warning} (the page goes on without it: a cold prefill, never a wrong cache)."""
+        t = time.perf_counter()
         try:
-            return {"status": "restored", "positions": restore(gen, blob, gen.chat_ids(messages))}
+            n = restore(gen, blob, gen.chat_ids(messages))
+            return {"status": "restored", "positions": n, "restore_ms": round((time.perf_counter() - t) * 1000)}
         except WebinferError as e:
             return {"status": "refused", "warning": str(e)}
 

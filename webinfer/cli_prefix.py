@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .cli_args import check_output_file
+
 
 def add_generate_flags(g) -> None:
     g.add_argument("--prefix-cache", metavar="FILE",
@@ -22,7 +24,8 @@ def before(gen, args) -> dict | None:
     path = getattr(args, "prefix_cache", None)
     if not path:
         return None
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
+        check_output_file(path, "--prefix-cache")  # before the generation, not after it
         return {"path": path, "restored": 0}
     n = gen.load_prefix(path, gen.prompt_ids(args.prompt, chat=args.chat))
     print(f"[prefix cache: {n} positions restored from {path}]", file=sys.stderr)

@@ -161,3 +161,5 @@ def test_cli_prefix_cache_round_trip(tiny_wi, tmp_path):
     bad = subprocess.run(cli, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert "checksum mismatch" in bad.stderr
+    folder = subprocess.run(cli[:-1] + [str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert folder.returncode == 2 and folder.stderr.count("\n") == 1 and "is a folder" in folder.stderr, folder.stderr

@@ -91,8 +91,11 @@ class Generator:
         from .prefix_cache import asave
 
         blob = run_sync(asave(self, positions))
-        with open(path, "wb") as f:
-            f.write(blob)
+        try:
+            with open(path, "wb") as f:
+                f.write(blob)
+        except OSError as e:
+            raise WebinferError(f"{path}: cannot write the prefix cache ({e.strerror})") from None
         return len(self._cached) if positions is None else positions
 
     def load_prefix(self, path: str, prompt=None) -> int:

@@ -158,6 +158,8 @@ class Artifact:
     """A loaded artifact: the manifest (checked against manifest.sha256 and the schema, format/) plus checked
     access to its files. ``manifest`` is the JSON object, ``spec`` the typed one."""
 
+    manifest_sha256: str | None = None  # set by load: the artifact's identity (a saved prefix cache records it)
+
     def __init__(self, path: str, manifest: dict, spec: Manifest | None = None):
         self.path = path
         self.manifest = manifest
@@ -178,6 +180,7 @@ class Artifact:
         sha = art._read_plain(MANIFEST_SHA)
         manifest, spec = parse_manifest_bytes(raw, sha, mpath)
         cls.__init__(art, path, manifest, spec)
+        art.manifest_sha256 = sha256(raw)
         return art
 
     def _read_plain(self, rel: str) -> bytes:

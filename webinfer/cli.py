@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
+from . import cli_prefix
 from .errors import WebinferError
 
 
@@ -186,24 +187,15 @@ def _npz_path(path: str | None) -> str | None:
 
 def cmd_classify(args) -> int:
     from .runtime.inference import InferenceSession
+    from .tasks.classification import read_image_rgba
 
-    try:
-        from PIL import Image
-    except ImportError:
-        raise WebinferError("webinfer classify reads image files with Pillow: pip install pillow") from None
-    if not os.path.isfile(args.image):
-        raise WebinferError(f"{args.image}: no such file")
-    try:
-        with Image.open(args.image) as im:
-            rgba = im.convert("RGBA")
-    except Exception as e:
-        raise WebinferError(f"{args.image}: not an image Pillow can read ({type(e).__name__})") from None
+    rgba, width, height = read_image_rgba(args.image)
     session = InferenceSession(args.artifact)
     t0 = time.perf_counter()
-    top = session.classify(rgba.tobytes(), rgba.width, rgba.height)
+    top = session.classify(rgba, width, height)
     for label, score in top:
         print(f"{score:.4f}  {label}")
-    print(f"{rgba.width}x{rgba.height} image classified in {(time.perf_counter() - t0) * 1e3:.1f} ms on "
+    print(f"{width}x{height} image classified in {(time.perf_counter() - t0) * 1e3:.1f} ms on "
           f"{session.device.adapter_name}")
     return 0
 
@@ -233,6 +225,7 @@ def cmd_generate(args) -> int:
             "top_p": args.top_p, "repetition_penalty": args.repetition_penalty, "seed": args.seed}
     check_options(**opts)
     gen = Generator.load(args.artifact)
+    cache = cli_prefix.before(gen, args)
     opts["chat"] = args.chat
     try:
         for tok in gen.generate(args.prompt, **opts):
@@ -240,6 +233,7 @@ def cmd_generate(args) -> int:
                 print(tok.text, end="", flush=True)
     except KeyboardInterrupt:
         gen.cancel()
+    cli_prefix.after(gen, args, cache)
     st = gen.stats
     if args.json:
         print(json.dumps({k: st.get(k) for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
@@ -336,6 +330,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--repetition-penalty", type=A.finite_float, default=1.0, help="> 0; 1 (the default) is none")
     g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    cli_prefix.add_generate_flags(g)
     g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")

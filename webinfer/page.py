@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
+from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
 from .runtime import vision
 from .runtime.select import choose_program
@@ -25,6 +25,7 @@ class PageSession:
     def __init__(self, core: SessionCore, device, assets: dict[str, bytes], url: str):
         self.core, self.device, self.assets, self.url = core, device, assets, url
         self._tokenizer = None
+        self.sha256: str | None = None  # the manifest's: the artifact's identity (a prefix cache records it)
 
     @classmethod
     async def open(cls, artifact_url: str, adapter, device, weight_pairs, gpu=None,
@@ -59,7 +60,9 @@ class PageSession:
 
         core = SessionCore(manifest, shaders, no_shards, gpu, weights=weights, kernel_class=choice.kernel_class)
         core.choice = choice  # (forcing the chosen class keeps its reason)
-        return cls(core, gpu, assets, base)
+        session = cls(core, gpu, assets, base)
+        session.sha256 = sha256(raw)
+        return session
 
     async def classify(self, pixels, width: int, height: int) -> list[tuple[str, float]]:
         """RGBA8 pixels of any size (an ImageData's bytes) -> [(label, score)], best first (an artifact built
@@ -94,6 +97,7 @@ class WorkerHost:
         self.adapter, self.device = adapter, device
         self.gpu = BrowserDevice(adapter, device)
         self._items: dict[int, object] = {}
+        self._prefixes: dict[int, object] = {}  # chat handle -> its ConversationPrefix (llm/prefix_cache.py)
         self._next = 1
 
     def _add(self, item) -> int:
@@ -120,6 +124,7 @@ class WorkerHost:
         session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
                                          _py(kernel_class) or None)
         gen = Generator(session.core, session.tokenizer())
+        gen.artifact_sha256 = session.sha256
         # A prefill of two tokens (the prefill kernels: more than one row) and a decode step compile every
         # pipeline before the first message; more tokens would only add compute (a 31-token chat prompt cost
         # ~0.5 s more natively, more on SwiftShader). Then the cache is forgotten, so the first turn is timed as
@@ -152,15 +157,31 @@ class WorkerHost:
         ids = tok.encode(str(text))
         return list(getattr(ids, "ids", ids))
 
-    async def chat(self, handle: int, messages_json: str, options_json: str, on_token) -> str:
+    async def chat(self, handle: int, messages_json: str, options_json: str, on_token, prefix_blob=None) -> str:
         """Stream the assistant's answer to ``messages`` (OpenAI-style); ``on_token(id, text)`` per token;
-        returns the turn's stats as JSON."""
+        returns the turn's stats as JSON. ``prefix_blob``: a saved prefix cache (``prefix_key``) restored first;
+        one that cannot be is ignored, its reason in the stats' ``prefix_cache.warning``."""
         gen = self._get(handle)
         messages = json.loads(messages_json)
         options = json.loads(options_json)
+        restored = None if prefix_blob is None else self._prefix(handle).restore(gen, _bytes(prefix_blob), messages)
         async for tok in gen.achat(messages, **options):
             on_token(tok.id, tok.text)
-        return json.dumps(gen.stats)
+        return json.dumps({**gen.stats, **({"prefix_cache": restored} if restored else {})})
+
+    def prefix_key(self, handle: int, messages_json: str):
+        """The storage key of the positions of the conversation's system prompt when it opens with one that the
+        KV cache does not hold yet (a first turn), else None (llm/prefix_cache.py)."""
+        return self._prefix(handle).key(self._get(handle), json.loads(messages_json))
+
+    async def prefix_blob(self, handle: int):
+        """The saved prefix cache of the system prompt ``prefix_key`` named, once the cache holds it (else None)."""
+        return await self._prefix(handle).save(self._get(handle))
+
+    def _prefix(self, handle: int):
+        from .llm.prefix_cache import ConversationPrefix
+
+        return self._prefixes.setdefault(int(handle), ConversationPrefix())
 
     def cancel(self, handle: int) -> None:
         item = self._items.get(int(handle))
@@ -170,6 +191,7 @@ class WorkerHost:
     def close(self, handle: int) -> None:
         """Forget the session or chat and free its GPU memory (weights, KV cache, plans)."""
         item = self._items.pop(int(handle), None)
+        self._prefixes.pop(int(handle), None)
         if item is not None:
             item.core.release()
 

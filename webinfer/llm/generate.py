@@ -58,6 +58,7 @@ class Generator:
         self._inputs = names
         self._cancelled = False
         self._cached: list[int] = []  # the token ids whose keys/values the cache holds, from position 0
+        self.artifact_sha256: str | None = None  # the manifest's sha256: a saved prefix cache's identity
         self.stats: dict = {}
 
     # -- loading ------------------------------------------------------------------------------------
@@ -76,10 +77,42 @@ class Generator:
         m = art.manifest
         core = SessionCore(m, art.shader, lambda i: art.read(m["shards"][i]), device, kernel_class=kernel_class)
         if "assets/tokenizer.json" not in m.get("assets", {}):
-            return cls(core, None)
-        tok_json, cfg_json = _assets(m, art.read)
-        tokenizer = Tokenizer.from_json(tok_json, cfg_json)
-        return cls(core, tokenizer, _native_encoder(tok_json))
+            gen = cls(core, None)
+        else:
+            tok_json, cfg_json = _assets(m, art.read)
+            gen = cls(core, Tokenizer.from_json(tok_json, cfg_json), _native_encoder(tok_json))
+        gen.artifact_sha256 = art.manifest_sha256
+        return gen
+
+    # -- a prefix cache that outlives the process (prefix_cache.py) ---------------------------------
+    def save_prefix(self, path: str, positions: int | None = None) -> int:
+        """Write the keys and values of the first ``positions`` (default: all) positions the cache holds, with
+        their token ids and the artifact's identity, to ``path``; returns how many."""
+        from .prefix_cache import asave
+
+        blob = run_sync(asave(self, positions))
+        try:
+            with open(path, "wb") as f:
+                f.write(blob)
+        except OSError as e:
+            raise WebinferError(f"{path}: cannot write the prefix cache ({e.strerror})") from None
+        return len(self._cached) if positions is None else positions
+
+    def load_prefix(self, path: str, prompt=None) -> int:
+        """Restore a saved prefix into the cache (refused with an error when altered or from another artifact);
+        with ``prompt`` (text or ids) only the positions it shares. The next generation prefills the rest."""
+        from .prefix_cache import restore
+
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except OSError as e:
+            raise WebinferError(f"{path}: cannot read the prefix cache ({e.strerror})") from None
+        ids = None if prompt is None else list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt)
+        try:
+            return restore(self, blob, ids)
+        except WebinferError as e:
+            raise WebinferError(f"{path}: {e}") from None
 
     # -- generation ---------------------------------------------------------------------------------
     def cancel(self) -> None:

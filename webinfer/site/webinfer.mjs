@@ -20,12 +20,15 @@
 //   normalising run on the GPU.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
 //   default to the input's static shape. run() resolves to {name: Tensor}.
-// chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
+// chat(url, {onProgress, prefixCache}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
-//   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos}; temperature 0
-//   (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
+//   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos, prefixCache}; temperature
+//   0 (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
 //   (ttft_s, decode_tok_s) and reused_tokens.
+//   prefixCache (off by default; per chat, or per send): a conversation that opens with a system message keeps
+//   that prompt's KV cache in Cache Storage, so the next visit restores it instead of prefilling it;
+//   chat.stats.prefix_cache says what happened ({status: "restored" | "refused" | "miss" | "held", ...}).
 // onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
 
 const TYPED = {
@@ -108,7 +111,7 @@ export async function load(url, options) {
 
 /** Open a generation artifact (built from a decoder with a KV cache) for chat; resolves to a Chat. */
 export async function chat(url, options) {
-  return new Chat(await open(url, "chat", options));
+  return new Chat(await open(url, "chat", options), options?.prefixCache);
 }
 
 class Session {
@@ -170,8 +173,9 @@ function toFeed(io, value) {
 }
 
 class Chat extends Session {
-  constructor(info) {
+  constructor(info, prefixCache) {
     super(info);
+    this.prefixCache = Boolean(prefixCache);
     this.maxSeq = info.max_seq;
     this.stats = null;
     this.busy = false;
@@ -181,8 +185,9 @@ class Chat extends Session {
   async *send(messages, options = {}) {
     if (this.busy) throw new Error("a reply is still streaming: cancel it or wait for it first");
     const opts = {};
-    for (const [k, v] of Object.entries(options)) {
-      if (!(k in OPTIONS)) throw new Error(`unknown chat option ${k} (${Object.keys(OPTIONS).join(", ")})`);
+    const { prefixCache = this.prefixCache, ...rest } = options;
+    for (const [k, v] of Object.entries(rest)) {
+      if (!(k in OPTIONS)) throw new Error(`unknown chat option ${k} (${Object.keys(OPTIONS).join(", ")}, prefixCache)`);
       opts[OPTIONS[k]] = v;
     }
     this.busy = true;
@@ -190,7 +195,7 @@ class Chat extends Session {
     let wake = null;
     let finished = false;
     let failure = null;
-    const reply = call({ op: "chat", handle: this.handle, messages, options: opts }, (m) => {
+    const reply = call({ op: "chat", handle: this.handle, messages, options: opts, prefixCache: Boolean(prefixCache) }, (m) => {
       if (m.type === "token") queue.push(m.token);
       wake?.();
     });

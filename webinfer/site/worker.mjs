@@ -2,7 +2,7 @@
 // main thread only renders. One worker per page serves every session it opens, over one GPU device.
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
-//               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options}
+//               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache}
 //               {id, op: "classify", handle, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
 // Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}
@@ -17,6 +17,7 @@
 // which path it runs and why.
 
 import { CPU_MODEL, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
+import { chatWithPrefixCache } from "./prefix_store.mjs";
 
 const CACHE_NAME = "webinfer-weights-v1";
 const ROOT = new URL("../", import.meta.url);
@@ -385,9 +386,10 @@ async function encode({ handle, text }) {
   }
 }
 
-async function chat({ handle, messages, options }, post) {
+async function chat({ handle, messages, options, prefixCache }, post) {
   const h = await host();
   const onToken = (id, text) => post({ type: "token", token: { id, text } });
+  if (prefixCache) return chatWithPrefixCache(h, handle, messages, options || {}, onToken);
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }
 

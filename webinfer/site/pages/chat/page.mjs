@@ -1,8 +1,10 @@
 // Chat: a conversation with a generation artifact through webinfer.chat (the model runs in a Web Worker, which
 // keeps the KV cache across turns and prefills only each new turn). The page shows the history; "New chat"
 // starts over; Stop cancels after the current token. ?prompt=...&max_new_tokens=N&greedy=1&seed=S sends the
-// first message at once. The reply being written is #answer, with data-token-ids, data-prompt-ids (the whole
-// conversation's ids), data-stats and data-done (or data-error) for automated checks.
+// first message at once; ?system=... sets the system prompt, whose KV cache the worker keeps in Cache Storage and
+// restores on the next visit (?prefix_cache=0 turns that off). The reply being written is #answer, with
+// data-token-ids, data-prompt-ids (the whole conversation's ids), data-stats, data-first-token-ms (from Send to
+// the first token, in the page) and data-done (or data-error) for automated checks.
 import * as webinfer from "../assets/webinfer.mjs";
 import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
@@ -15,6 +17,7 @@ const newBtn = document.getElementById("new");
 const promptEl = document.getElementById("prompt");
 const greedyEl = document.getElementById("greedy");
 const maxEl = document.getElementById("max");
+const systemEl = document.getElementById("system");
 const messages = [];
 let timings = {};
 
@@ -51,10 +54,13 @@ async function send(chat, seed) {
   statusEl.className = "status";
   busy(true);
   const ids = [];
+  const system = systemEl.value.trim() ? [{ role: "system", content: systemEl.value }] : [];
+  const started = performance.now();
   const options = { maxNewTokens: Number(maxEl.value), seed,
     ...(greedyEl.checked ? { temperature: 0 } : { temperature: 0.7, topP: 0.9 }) };
   try {
-    for await (const t of chat.send(messages, options)) {
+    for await (const t of chat.send([...system, ...messages], options)) {
+      if (!ids.length) answer.dataset.firstTokenMs = String(Math.round(performance.now() - started));
       ids.push(t.id);
       answer.textContent += t.text;
       answer.dataset.tokenIds = JSON.stringify(ids);
@@ -77,12 +83,19 @@ async function send(chat, seed) {
   statsEl.textContent = `${st.prompt_ids.length} conversation tokens (${st.reused_tokens} reused from the cache, ` +
     `${st.prompt_ids.length - st.reused_tokens} prefilled), ${st.token_ids.length} generated · first token ` +
     `after ${fmt(st.ttft_s, 2)} s · decode ${fmt(st.decode_tok_s, 2)} tok/s · ${used} of ${chat.maxSeq} ` +
-    `positions${st.cancelled ? " · stopped" : ""}`;
+    `positions${st.cancelled ? " · stopped" : ""}${prefixText(st.prefix_cache)}`;
   answer.dataset.tokenIds = JSON.stringify(st.token_ids);
   answer.dataset.promptIds = JSON.stringify(st.prompt_ids);
   answer.dataset.stats = JSON.stringify(st);
   answer.dataset.done = "1";
   statusEl.textContent = "ready";
+}
+
+function prefixText(pc) {
+  if (!pc || pc.status === "held") return "";
+  if (pc.status === "restored") return ` · system prompt restored from this browser (${pc.positions} positions)`;
+  if (pc.status === "refused") return ` · saved system prompt ignored: ${pc.warning}`;
+  return pc.saved ? ` · system prompt kept for your next visit (${(pc.bytes / 1e6).toFixed(1)} MB)` : "";
 }
 
 function newChat() {
@@ -98,10 +111,14 @@ async function main() {
   const q = query();
   if (q.has("prompt")) promptEl.value = q.get("prompt");
   if (q.has("max_new_tokens")) maxEl.value = q.get("max_new_tokens");
+  if (q.has("system")) {
+    systemEl.value = q.get("system");
+    document.getElementById("system-box").open = true;
+  }
   if (q.has("greedy")) greedyEl.checked = q.get("greedy") === "1";
   const seed = Number(q.get("seed") || 0);
   if (!Number.isInteger(seed) || seed < 0) throw new Error("seed must be a non-negative integer");
-  const chat = await webinfer.chat("artifact/", {
+  const chat = await webinfer.chat("artifact/", { prefixCache: q.get("prefix_cache") !== "0",
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
   timings = chat.timings;
   document.body.dataset.ready = "1";

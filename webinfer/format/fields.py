@@ -359,6 +359,8 @@ _PREPROCESS = {  # key -> reader (graph/prepost.py add_image_prologue writes the
     "shorter": lambda r, v, p: r.int(v, p, 1, 2**31 - 1),
     "size": lambda r, v, p: [r.int(x, f"{p}[{i}]", 1, 2**31 - 1) for i, x in enumerate(r.list(v, p, 2))],
     "crop": lambda r, v, p: [r.int(x, f"{p}[{i}]", 1, 2**31 - 1) for i, x in enumerate(r.list(v, p, 2))],
+    "letterbox": lambda r, v, p: [r.int(x, f"{p}[{i}]", 1, 2**31 - 1) for i, x in enumerate(r.list(v, p, 2))],
+    "pad_value": lambda r, v, p: r.number(v, p), "align": lambda r, v, p: r.str(v, p, ("center", "top-left")),
 }
 _CLASSIFY = {
     "scores": lambda r, v, p: r.str(v, p, max_len=200), "indices": lambda r, v, p: r.str(v, p, max_len=200),
@@ -376,7 +378,7 @@ def _typed_object(r: _Reader, v, path: str, readers: dict, optional: tuple) -> d
 
 
 def _preprocess(r: _Reader, v) -> dict:
-    v = _typed_object(r, v, "preprocess", _PREPROCESS, ("shorter", "size", "crop"))
+    v = _typed_object(r, v, "preprocess", _PREPROCESS, ("shorter", "size", "crop", "letterbox", "pad_value", "align"))
     if len(v["mean"]) != len(v["std"]) or len(v["mean"]) != len(v["channels"]):
         r.fail("preprocess", f"mean and std need one value per channel of {v['channels']}")
     return v

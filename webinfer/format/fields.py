@@ -150,7 +150,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -176,6 +176,8 @@ def read_manifest(obj, where: str) -> Manifest:
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
         preprocess=None if obj.get("preprocess") is None else _preprocess(r, obj["preprocess"]),
         classify=None if obj.get("classify") is None else _classify(r, obj["classify"]),
+        detect=None if obj.get("detect") is None else _typed_object(r, obj["detect"], "detect", _DETECT, ("labels",)),
+        segment=None if obj.get("segment") is None else _segment(r, obj["segment"]),
     )
 
 
@@ -368,6 +370,24 @@ _CLASSIFY = {
     "softmax": lambda r, v, p: v if isinstance(v, bool) else r.fail(p, f"expected a boolean, got {_kind(v)}"),
     "labels": lambda r, v, p: r.str(v, p, max_len=200),
 }
+
+
+_NAME = lambda r, v, p: r.str(v, p, max_len=200)  # noqa: E731
+_DETECT = {  # graph/vision_epilogues.py add_detection_epilogue writes them
+    "detections": _NAME, "count": _NAME, "output": _NAME, "labels": _NAME,
+    "head": lambda r, v, p: r.str(v, p, ("yolov8", "yolov5", "yolox")),
+    "score_threshold": lambda r, v, p: r.number(v, p), "iou_threshold": lambda r, v, p: r.number(v, p),
+    "max_detections": lambda r, v, p: r.int(v, p, 1, 10000),
+}
+_SEGMENT = {"mode": lambda r, v, p: r.str(v, p, ("argmax", "matte")), "output": _NAME, "labels": _NAME,
+            "segments": _NAME, "matte": _NAME, "cutout": _NAME}
+
+
+def _segment(r: _Reader, v) -> dict:
+    if isinstance(v, dict) and v.get("mode") == "matte":
+        return _typed_object(r, v, "segment", {k: f for k, f in _SEGMENT.items() if k not in ("segments", "labels")}, ())
+    return _typed_object(r, v, "segment", {k: f for k, f in _SEGMENT.items() if k not in ("matte", "cutout")},
+                         ("labels",))
 
 
 def _typed_object(r: _Reader, v, path: str, readers: dict, optional: tuple) -> dict:

@@ -1,0 +1,154 @@
+"""The detection epilogue (``--task object-detection``: letterbox prologue, decode, threshold, class-aware NMS,
+boxes in the image's pixels, all on the GPU) against a numpy reference of the same post-processing written
+here over onnxruntime's raw head: same classes, IoU >= 0.99 per box, at three image sizes. Real detectors from
+the zoo cache (scripts/fetch_zoo.py): nudenet 320n (YOLOv8 head, symbolic H/W) and ddddocr's detector (YOLOX
+grid)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image
+
+from webinfer.build import build
+from webinfer.runtime.inference import InferenceSession
+from webinfer.runtime.session import run_sync
+from webinfer.runtime.vision_tasks import detect, session_parts
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.zoo.inputs import draw  # noqa: E402
+from benchmarks.zoo.worker import default_cache  # noqa: E402
+
+
+def zoo_model(model_id: str) -> str:
+    path = default_cache() / "models" / f"{model_id}.onnx"
+    assert path.is_file(), f"{path} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)"
+    return str(path)
+
+
+# -- the reference, written independently of webinfer -------------------------------------------------------
+def letterbox(rgb: np.ndarray, size, pad: float, align: str):
+    """PIL's float bilinear resize per channel into [H, W] keeping the aspect (each side rounded half up),
+    centred or top-left, the rest ``pad``. Returns the planes [3, H, W] (0..255) and (rh, rw, top, left)."""
+    h, w = rgb.shape[:2]
+    H, W = size
+    scale = min(H / h, W / w)
+    rh, rw = min(H, int(np.floor(h * scale + 0.5))), min(W, int(np.floor(w * scale + 0.5)))
+    top, left = ((H - rh) // 2, (W - rw) // 2) if align == "center" else (0, 0)
+    planes = np.full((3, H, W), pad, np.float32)
+    for c in range(3):
+        plane = Image.fromarray(rgb[..., c].astype(np.float32), mode="F").resize((rw, rh), Image.BILINEAR)
+        planes[c, top:top + rh, left:left + rw] = np.asarray(plane)
+    return planes, (rh, rw, top, left)
+
+
+def decode(raw: np.ndarray, head: str, size, strides=(8, 16, 32)):
+    """Boxes (x0, y0, x1, y1) in the model input's pixels, best class score (times objectness) and class."""
+    if head == "yolov8":
+        a = raw[0].T.astype(np.float64)  # [N, 4 + C]
+        scores = a[:, 4:]
+    else:
+        a = raw[0].astype(np.float64)  # [N, 5 + C]
+        scores = a[:, 5:] * a[:, 4:5]
+    xy, wh = a[:, :2].copy(), a[:, 2:4].copy()
+    if head == "yolox":
+        grids, mult = [], []
+        for s in strides:
+            gh, gw = -(-size[0] // s), -(-size[1] // s)
+            yy, xx = np.mgrid[0:gh, 0:gw]
+            grids.append(np.stack([xx.ravel(), yy.ravel()], 1))
+            mult.append(np.full(gh * gw, s))
+        grid, stride = np.concatenate(grids), np.concatenate(mult)[:, None]
+        xy, wh = (xy + grid) * stride, np.exp(wh) * stride
+    boxes = np.concatenate([xy - wh / 2, xy + wh / 2], 1)
+    return boxes, scores.max(1), scores.argmax(1)
+
+
+def iou(p: np.ndarray, q: np.ndarray) -> float:
+    iw, ih = min(p[2], q[2]) - max(p[0], q[0]), min(p[3], q[3]) - max(p[1], q[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    return inter / ((p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter)
+
+
+def reference(raw, head, size, geometry, image_hw, score_thr, iou_thr, max_det):
+    boxes, scores, classes = decode(raw, head, size)
+    keep = np.nonzero(scores > score_thr)[0]
+    order = keep[np.lexsort((keep, -scores[keep]))]  # best first, ties: earlier anchor
+    kept = []
+    for i in order:
+        if len(kept) == max_det:
+            break
+        if all(classes[j] != classes[i] or iou(boxes[i], boxes[j]) <= iou_thr for j in kept):
+            kept.append(i)
+    rh, rw, top, left = geometry
+    h, w = image_hw
+    out = []
+    for i in kept:
+        b = boxes[i]
+        box = [np.clip((b[0] - left) * w / rw, 0, w), np.clip((b[1] - top) * h / rh, 0, h),
+               np.clip((b[2] - left) * w / rw, 0, w), np.clip((b[3] - top) * h / rh, 0, h)]
+        out.append({"label": str(classes[i]), "score": scores[i], "box": box})
+    return out
+
+
+def assert_same_detections(got: list, want: list, what: str) -> None:
+    assert len(want) > 0, f"{what}: the reference finds nothing to compare"
+    assert len(got) == len(want), f"{what}: {len(got)} boxes, the reference {len(want)}"
+    free = list(range(len(got)))
+    for d in want:
+        same = [k for k in free if got[k]["label"] == d["label"]]
+        assert same, f"{what}: no box of class {d['label']} left for {d}"
+        k = max(same, key=lambda k: iou(np.array(got[k]["box"]), np.array(d["box"])))
+        assert iou(np.array(got[k]["box"]), np.array(d["box"])) >= 0.99, (what, got[k], d)
+        assert abs(got[k]["score"] - d["score"]) < 2e-3, (what, got[k], d)
+        free.remove(k)
+
+
+def photo(h: int, w: int) -> np.ndarray:
+    """Grace Hopper's portrait (matplotlib's sample data) resized to h x w: nudenet finds her face."""
+    import matplotlib
+
+    path = os.path.join(os.path.dirname(matplotlib.__file__), "mpl-data", "sample_data", "grace_hopper.jpg")
+    return np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.BILINEAR))
+
+
+CASES = {  # model, prologue, epilogue, head, image maker
+    "nudenet-320n": ({"resize": {"letterbox": [320, 320], "pad": 114}},
+                     {"head": "yolov8", "score_threshold": 0.02, "iou_threshold": 0.45, "max_detections": 50},
+                     photo, [(600, 512), (333, 517), (200, 160)]),
+    "ddddocr-det": ({"resize": {"letterbox": [416, 416], "pad": 114, "align": "top-left"}, "channels": "BGR",
+                     "scale": 1.0},
+                    {"head": "yolox", "score_threshold": 0.1, "iou_threshold": 0.45},
+                    lambda h, w: draw("captcha", h, w, 0).astype(np.uint8), [(80, 240), (416, 416), (150, 300)]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_id", list(CASES))
+def test_detection_epilogue_equals_numpy_reference_over_onnxruntime(model_id, tmp_path):
+    pre, post, make, sizes = CASES[model_id]
+    path = zoo_model(model_id)
+    art = str(tmp_path / "det.wi")
+    manifest = build(path, art, preprocess=pre, postprocess=post, task="object-detection")
+    assert manifest["detect"]["max_detections"] == post.get("max_detections", 100)
+    session = InferenceSession(art)
+    core, read_asset = session_parts(session)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    size = pre["resize"]["letterbox"]
+    for h, w in sizes:
+        rgb = make(h, w)
+        planes, geometry = letterbox(rgb, size, 114.0, pre["resize"].get("align", "center"))
+        x = planes[::-1] if pre.get("channels") == "BGR" else planes
+        x = (x * pre.get("scale", 1 / 255))[None].astype(np.float32)
+        raw = ref.run(None, {ref.get_inputs()[0].name: x})[0]
+        want = reference(raw, post["head"], size, geometry, (h, w), post["score_threshold"], post["iou_threshold"],
+                         post.get("max_detections", 100))
+        rgba = np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], -1)
+        got = run_sync(detect(core, rgba.tobytes(), w, h, read_asset))
+        assert_same_detections(got, want, f"{model_id} at {h}x{w}")

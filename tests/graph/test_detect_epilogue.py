@@ -10,11 +10,14 @@ import os
 import sys
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
 from webinfer.build import build
+from webinfer.errors import WebinferError
 from webinfer.runtime.inference import InferenceSession
 from webinfer.runtime.session import run_sync
 from webinfer.runtime.vision_tasks import detect, session_parts
@@ -46,14 +49,15 @@ def letterbox(rgb: np.ndarray, size, pad: float, align: str):
     return planes, (rh, rw, top, left)
 
 
-def decode(raw: np.ndarray, head: str, size, strides=(8, 16, 32)):
+def decode(raw: np.ndarray, head: str, size, strides=(8, 16, 32), sigmoid: bool = False):
     """Boxes (x0, y0, x1, y1) in the model input's pixels, best class score (times objectness) and class."""
+    squash = (lambda v: 1 / (1 + np.exp(-v))) if sigmoid else (lambda v: v)
     if head == "yolov8":
         a = raw[0].T.astype(np.float64)  # [N, 4 + C]
-        scores = a[:, 4:]
+        scores = squash(a[:, 4:])
     else:
         a = raw[0].astype(np.float64)  # [N, 5 + C]
-        scores = a[:, 5:] * a[:, 4:5]
+        scores = squash(a[:, 5:]) * squash(a[:, 4:5])
     xy, wh = a[:, :2].copy(), a[:, 2:4].copy()
     if head == "yolox":
         grids, mult = [], []
@@ -76,8 +80,8 @@ def iou(p: np.ndarray, q: np.ndarray) -> float:
     return inter / ((p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter)
 
 
-def reference(raw, head, size, geometry, image_hw, score_thr, iou_thr, max_det):
-    boxes, scores, classes = decode(raw, head, size)
+def reference(raw, head, size, geometry, image_hw, score_thr, iou_thr, max_det, sigmoid=False):
+    boxes, scores, classes = decode(raw, head, size, sigmoid=sigmoid)
     keep = np.nonzero(scores > score_thr)[0]
     order = keep[np.lexsort((keep, -scores[keep]))]  # best first, ties: earlier anchor
     kept = []
@@ -97,6 +101,14 @@ def reference(raw, head, size, geometry, image_hw, score_thr, iou_thr, max_det):
     return out
 
 
+def match(p, q) -> float:
+    """IoU; a box clipped flat at the image's edge (no area) matches an equal one (within 0.01 pixel)."""
+    p, q = np.array(p, np.float64), np.array(q, np.float64)
+    if min(p[2] - p[0], p[3] - p[1], q[2] - q[0], q[3] - q[1]) <= 0:
+        return 1.0 if np.abs(p - q).max() <= 0.01 else 0.0
+    return iou(p, q)
+
+
 def assert_same_detections(got: list, want: list, what: str) -> None:
     assert len(want) > 0, f"{what}: the reference finds nothing to compare"
     assert len(got) == len(want), f"{what}: {len(got)} boxes, the reference {len(want)}"
@@ -104,10 +116,78 @@ def assert_same_detections(got: list, want: list, what: str) -> None:
     for d in want:
         same = [k for k in free if got[k]["label"] == d["label"]]
         assert same, f"{what}: no box of class {d['label']} left for {d}"
-        k = max(same, key=lambda k: iou(np.array(got[k]["box"]), np.array(d["box"])))
-        assert iou(np.array(got[k]["box"]), np.array(d["box"])) >= 0.99, (what, got[k], d)
+        k = max(same, key=lambda k: match(got[k]["box"], d["box"]))
+        assert match(got[k]["box"], d["box"]) >= 0.99, (what, got[k], d)
         assert abs(got[k]["score"] - d["score"]) < 2e-3, (what, got[k], d)
         free.remove(k)
+
+
+def synthetic_head(classes: int, stride: int, anchors_last: bool, seed: int = 0) -> onnx.ModelProto:
+    """A detector-shaped net with random weights: Conv (k = stride = ``stride``) -> one anchor per cell; boxes
+    sigmoid-scaled into a 64x64 input (centres anywhere, sizes up to 24), class (and objectness) logits raw.
+    Output [1, 4 + C, N] (anchors last, YOLOv8) or [1, N, 5 + C] (YOLOv5)."""
+    rng = np.random.default_rng(seed)
+    attrs = 4 + classes + (0 if anchors_last else 1)
+    N = helper.make_node
+    inits = {"w": (rng.standard_normal((attrs, 3, stride, stride)) * 2 / stride).astype(np.float32),
+             "b": rng.standard_normal(attrs).astype(np.float32) * 0.5, "shape": np.array([1, attrs, -1], np.int64),
+             "s": np.array([64, 64, 24, 24], np.float32).reshape(1, 4, 1), "i0": np.array([0], np.int64),
+             "i4": np.array([4], np.int64), "big": np.array([attrs], np.int64), "ax": np.array([1], np.int64)}
+    nodes = [N("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride]), N("Reshape", ["c", "shape"], ["r"]),
+             N("Slice", ["r", "i0", "i4", "ax"], ["xywh"]), N("Sigmoid", ["xywh"], ["sq"]), N("Mul", ["sq", "s"], ["box"]),
+             N("Slice", ["r", "i4", "big", "ax"], ["logits"]),
+             N("Concat", ["box", "logits"], ["head" if anchors_last else "ht"], axis=1)]
+    if not anchors_last:
+        nodes.append(N("Transpose", ["ht"], ["head"], perm=[0, 2, 1]))
+    g = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                          [helper.make_tensor_value_info("head", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+
+
+SYNTHETIC = {  # head, stride, post-processing: many candidates (N = 1024 and 256), overlapping boxes
+    "yolov8-sigmoid": (True, 2, {"head": "yolov8", "sigmoid": True, "score_threshold": 0.6, "iou_threshold": 0.3,
+                                 "max_detections": 40}),
+    "yolov5-sigmoid": (False, 4, {"head": "yolov5", "sigmoid": True, "score_threshold": 0.05, "iou_threshold": 0.5}),
+}
+
+
+@pytest.mark.parametrize("case", list(SYNTHETIC))
+def test_synthetic_heads_equal_numpy_reference(case, tmp_path):
+    anchors_last, stride, post = SYNTHETIC[case]
+    model = synthetic_head(3, stride, anchors_last)
+    pre = {"resize": {"letterbox": [64, 64], "pad": 114}}
+    art = str(tmp_path / "det.wi")
+    build(model, art, preprocess=pre, postprocess=post, task="object-detection")
+    core, read_asset = session_parts(InferenceSession(art))
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for h, w in [(50, 90), (64, 64), (120, 40)]:
+        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        planes, geometry = letterbox(rgb, [64, 64], 114.0, "center")
+        raw = ref.run(None, {"x": (planes / 255)[None].astype(np.float32)})[0]
+        want = reference(raw, post["head"], [64, 64], geometry, (h, w), post["score_threshold"],
+                         post["iou_threshold"], post.get("max_detections", 100), sigmoid=True)
+        assert len(want) > 2
+        rgba = np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], -1)
+        got = run_sync(detect(core, rgba.tobytes(), w, h, read_asset))
+        assert_same_detections(got, want, f"{case} at {h}x{w}")
+
+
+def test_detection_spec_errors(tmp_path):
+    model = synthetic_head(3, 4, True)
+    pre = {"resize": {"letterbox": [64, 64]}}
+    bad = [({"head": "yolov9"}, pre, "head 'yolov9'"), ({"iou_threshold": 2}, pre, "iou_threshold must be"),
+           ({"max_detections": 0}, pre, "max_detections must be"), ({"strides": [8, 16]}, pre, "strides .* give"),
+           ({"colour": 1}, pre, "unknown key 'colour'"),
+           ({}, {"resize": {"shorter": 64}, "crop": [64, 64]}, "not a centre crop")]
+    for post, prologue, message in bad:
+        with pytest.raises(WebinferError, match=message):
+            build(model, str(tmp_path / "x.wi"), preprocess=prologue, postprocess=post, task="object-detection")
+    (tmp_path / "labels.txt").write_text("a\nb\n")
+    with pytest.raises(WebinferError, match="the labels name 2 classes, the head scores 3"):
+        build(model, str(tmp_path / "y.wi"), preprocess=pre, task="object-detection",
+              postprocess={"labels": str(tmp_path / "labels.txt")})
 
 
 def photo(h: int, w: int) -> np.ndarray:

@@ -232,3 +232,37 @@ def test_detection_epilogue_equals_numpy_reference_over_onnxruntime(model_id, tm
         rgba = np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], -1)
         got = run_sync(detect(core, rgba.tobytes(), w, h, read_asset))
         assert_same_detections(got, want, f"{model_id} at {h}x{w}")
+
+
+def test_stretch_resize_and_no_prologue(tmp_path):
+    """A plain resize to the input's size maps boxes back per axis; without a prologue the boxes stay in the
+    model input's pixels (and a symbolic anchor count is refused in one line)."""
+    model = synthetic_head(3, 4, True)
+    post = {"head": "yolov8", "sigmoid": True, "score_threshold": 0.5, "iou_threshold": 0.4}
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    art = str(tmp_path / "stretch.wi")
+    build(model, art, preprocess={"resize": {"size": [64, 64]}}, postprocess=post, task="object-detection")
+    core, read_asset = session_parts(InferenceSession(art))
+    rgb = np.random.default_rng(5).integers(0, 256, (40, 100, 3), dtype=np.uint8)
+    planes = np.stack([np.asarray(Image.fromarray(rgb[..., c].astype(np.float32), mode="F").resize((64, 64),
+                                                                                                   Image.BILINEAR))
+                       for c in range(3)])
+    x = (planes / 255)[None].astype(np.float32)
+    raw = ref.run(None, {"x": x})[0]
+    want = reference(raw, "yolov8", [64, 64], (64, 64, 0, 0), (40, 100), 0.5, 0.4, 100, sigmoid=True)
+    rgba = np.concatenate([rgb, np.full((40, 100, 1), 255, np.uint8)], -1)
+    assert_same_detections(run_sync(detect(core, rgba.tobytes(), 100, 40, read_asset)), want, "stretch")
+
+    fixed = synthetic_head(3, 4, True)
+    fixed.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 64
+    fixed.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 64
+    art = str(tmp_path / "raw.wi")
+    build(fixed, art, postprocess=post, task="object-detection")
+    session = InferenceSession(art)
+    rows, count = session.run(["detections", "detections_count"], {"x": x})
+    want = reference(raw, "yolov8", [64, 64], (64, 64, 0, 0), (64, 64), 0.5, 0.4, 100, sigmoid=True)
+    got = [{"label": str(int(r[5])), "score": float(r[4]), "box": list(r[:4])} for r in rows[:int(count[0])]]
+    assert_same_detections(got, want, "no prologue")
+    assert (rows[int(count[0]):] == 0).all()
+    with pytest.raises(WebinferError, match="must be known at build time"):
+        build(model, str(tmp_path / "sym.wi"), postprocess=post, task="object-detection")

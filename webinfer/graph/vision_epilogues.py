@@ -79,8 +79,12 @@ def _labels(spec: dict, base: str) -> list[str] | None:
 
 def _geometry(graph: ir.Graph, pre: dict | None, spec: dict, what: str) -> tuple[ir.Value | None, dict]:
     """The image input and how the prologue placed it in the model input (attributes of the epilogue op)."""
-    if pre is None:
+    if pre is None:  # boxes in the model input's pixels; its size from the spec, or a static NCHW image input
         size = spec.get("input_size")
+        if size is None:
+            images = [v for v in graph.inputs if v.shape is not None and len(v.shape) == 4]
+            dims = list(images[0].shape)[2:] if len(images) == 1 else []
+            size = dims if dims and all(isinstance(d, int) for d in dims) else None
         return None, ({"fit": "none"} if size is None else {"fit": "none", "input_size": _size(size)})
     image = next(v for v in graph.inputs if v.name == pre["image"])
     if "letterbox" in pre:

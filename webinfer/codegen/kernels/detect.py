@@ -40,9 +40,9 @@ def _levels(ctx, n: int, strides: list[int], size: list[int]) -> list[tuple[int,
 def _geometry(ctx, size: list[int]) -> dict:
     """Params that map the model input's pixels back to the original image's: x = (x' - left) * iw / rw."""
     fit = ctx.attr("fit", "none")
-    if fit == "none" or not ctx.has_input(1):
-        one = {"iw": 1, "ih": 1, "rw": 1, "rh": 1, "left": 0, "top": 0}
-        return one
+    if fit == "none" or not ctx.has_input(1):  # boxes stay in the model input's pixels (clipped to it if known)
+        h, w = size or (1, 1)
+        return {"iw": w, "ih": h, "rw": w, "rh": h, "left": 0, "top": 0}
     ih, iw = ctx.inputs[1].shape
     if fit == "letterbox":
         rh, rw, top, left = letterbox_geometry(ih, iw, size, ctx.attr("align", "center"))
@@ -90,7 +90,8 @@ def lower_detect(ctx) -> None:
     out, found = ctx.output(0, "float32", (max_det, 6)), ctx.output(1, "int32", (1,))
     ctx.dispatch("detect.wgsl.j2", {"cand": cand, "count": count},
                  {"key": key, "idx": idx, "gone": gone, "out": out, "found": found}, work=NMS_WG, wg=NMS_WG,
-                 params={"max_det": max_det, **_geometry(ctx, size)}, kind="detect_nms", iou_threshold=wgsl_literal(iou, "f32"))
+                 params={"max_det": max_det, **_geometry(ctx, size)}, kind="detect_nms", iou_threshold=wgsl_literal(iou, "f32"),
+                 clip=bool(size))
 
 
 def _pow2(n: int) -> int:

@@ -56,7 +56,8 @@ def lower_detect(ctx) -> None:
     head = ctx.inputs[0]
     if head.rank != 3 or head.shape[0] != 1:
         raise ctx.unsupported(f"the head must be [1, attributes, anchors] or [1, anchors, attributes], got "
-                              f"{[D.to_text(d) for d in head.shape]}")
+                              f"{[D.to_text(d) for d in head.shape]} (an image prologue, --preprocess with a "
+                              f"letterbox, fixes the batch and the input size)")
     anchors_last = bool(ctx.attr("anchors_last", 0))
     objectness = bool(ctx.attr("objectness", 0))
     attrs, n = (head.shape[1], head.shape[2]) if anchors_last else (head.shape[2], head.shape[1])

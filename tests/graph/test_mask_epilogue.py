@@ -1,9 +1,10 @@
 """The mask epilogue (``--task image-segmentation`` / ``background-removal``: the mask resized to the original
 image on the GPU, argmax or the matte applied as alpha) against a reference written here: onnxruntime runs the
 model on a PIL letterbox of the image, then crops its mask to the picture and resizes it with onnxruntime's own
-Resize (bilinear, half-pixel). No segmentation or matting ONNX small enough ships inside a package we could
-find (rembg, carvekit, transparent-background, MODNet wrappers download theirs at run time), so the models are
-small synthetic nets with symbolic H/W."""
+Resize (bilinear, half-pixel). The real segmentation net is PP-OCRv4's text detector from the zoo cache (a DBNet:
+per-pixel text probability, 4.7 MB, rapidocr-onnxruntime); no matting model ships inside a package we could find
+(rembg, MODNet and background-removal wrappers download theirs at run time), so the argmax and matte cases
+also run small synthetic nets with symbolic H/W."""
 
 from __future__ import annotations
 
@@ -111,3 +112,32 @@ def test_mask_epilogue_errors(tmp_path):
               postprocess={"mode": "blur"})
     with pytest.raises(WebinferError, match="one channel"):
         build(segmentation_model(3, False), str(tmp_path / "d.wi"), task="background-removal", preprocess=PRE)
+
+
+@pytest.mark.slow
+def test_real_text_segmenter_mask_as_matte(tmp_path):
+    """A real segmentation net from a package: PP-OCRv4's text detector (rapidocr-onnxruntime, a DBNet: a
+    per-pixel text probability [1, 1, H, W]) built with a letterbox and the matte epilogue; its mask at the
+    image's size within 1e-3 of onnxruntime's mask cropped and resized by onnxruntime's Resize."""
+    from benchmarks.zoo.inputs import draw
+    from tests.graph.test_detect_epilogue import zoo_model
+
+    path = zoo_model("ppocrv4-det")
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    art = str(tmp_path / "text.wi")
+    build(path, art, preprocess={"resize": {"letterbox": [320, 320], "pad": 0}, "mean": mean, "std": std},
+          task="background-removal")
+    core, read_asset = session_parts(InferenceSession(art))
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for k, (h, w) in enumerate([(200, 300), (400, 260), (320, 320)]):
+        rgb = draw("document", h, w, k).astype(np.uint8)
+        planes, geometry = letterbox(rgb, [320, 320], 0.0, "center")
+        x = (planes / 255 - np.array(mean)[:, None, None]) / np.array(std)[:, None, None]
+        mask = ref.run(None, {ref.get_inputs()[0].name: x[None].astype(np.float32)})[0]
+        want = resize_reference(mask, geometry, (h, w))[0]
+        rgba = np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], -1)
+        got = array(run_sync(segment(core, rgba.tobytes(), w, h, read_asset))["matte"])
+        assert want.max() > 0.5 and (want > 0.5).mean() > 0.01  # text found
+        err = np.abs(got - want).max()
+        print(f"ppocrv4-det matte at {h}x{w}: max abs error {err:.1e}")
+        assert err <= 1e-3, f"{h}x{w}: {err}"

@@ -13,7 +13,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import UnsupportedOpError, WebinferError
-from .graph import llm, prepost
+from .graph import llm, prepost, vision_epilogues
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -29,7 +29,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
-          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False) -> dict:
+          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
+          task: str | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -44,7 +45,9 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     file (tokenizer.json, tokenizer_config.json) travel with any artifact as assets.
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
-    and a classification epilogue (top-k scores and labels out), graph/prepost.py.
+    and a classification epilogue (top-k scores and labels out), graph/prepost.py; with ``task``
+    (``object-detection``, ``image-segmentation``, ``background-removal``) ``postprocess`` is that task's
+    epilogue instead (graph/vision_epilogues.py).
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
@@ -55,8 +58,10 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     extra, assets = {}, {}
     if preprocess is not None:  # (first: the prologue replaces the image input and adds its dims)
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
-    if postprocess is not None:
-        extra["classify"], assets = prepost.add_classifier_epilogue(ir_model, postprocess)
+    if postprocess is not None or task is not None:
+        key, extra_info, assets = vision_epilogues.add_task_epilogue(ir_model, task, postprocess, extra.get("preprocess"))
+        extra[key] = extra_info
+        postprocess = {} if postprocess is None else postprocess
     check_dim_names(ir_model, dims)
     check_type_constraints(ir_model)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):

@@ -45,6 +45,10 @@ DEMOS = {
     "similarity": ("Sentence similarity", "all-MiniLM-L6-v2 embeds two texts (WordPiece tokenizer in Python, "
                    "mean pooling, normalisation); the score is their cosine."),
     "chat": ("Chat", "SmolLM2-135M-Instruct streams its answer token by token."),
+    "detect": ("Object detection", "A YOLO-family detector finds objects; letterboxing, box decoding and non-maximum "
+               "suppression run on the GPU, and the boxes are drawn over the picture."),
+    "removebg": ("Background removal", "A matting model's mask is resized to the image and applied as alpha on the "
+                 "GPU: image in, cut-out out."),
     "model": ("Run a model", "Runs the bundled artifact once on inputs of ones and shows its outputs."),
 }
 _PAGE_FILES = ("page.mjs",)

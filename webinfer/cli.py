@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
-from . import cli_prefix
+from . import cli_prefix, cli_vision
 from .errors import WebinferError
 
 
@@ -84,7 +84,8 @@ def cmd_build(args) -> int:
                      tiles=args.tiles or ("startup" if args.web else "balanced"), progress=True,
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize, preprocess=args.preprocess,
-                     postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu)
+                     postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu,
+                     task=args.task)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
@@ -301,21 +302,21 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--preprocess", metavar="IMAGE.json",
                    help="an image prologue on the GPU: the artifact takes RGBA8 pixels of any size (resize, centre "
                         "crop, channel order, mean/std, layout: see docs/architecture.md)")
-    b.add_argument("--postprocess", metavar="CLASSIFY.json",
-                   help="a classification epilogue: softmax, top-k scores and labels from a file")
+    b.add_argument("--postprocess", metavar="SPEC.json", help=cli_vision.POSTPROCESS_HELP)
+    cli_vision.add_build_flags(b)
     b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,
                    help="also store the model as standard ONNX for a CPU path (pages without WebGPU run it with "
                         "onnxruntime-web's wasm backend; InferenceSession(device='cpu') with onnxruntime): on by "
                         "default with --web; the weights are then shipped twice")
     b.add_argument("--web", metavar="SITE", help="also write a static site that runs it in the browser")
-    b.add_argument("--demo", help="with --web: the page to use (classify, similarity, chat; default: a generic one)")
+    b.add_argument("--demo", help="with --web: the page (classify, similarity, chat, detect, removebg; default: a generic one)")
     b.add_argument("--web-file", action="append", metavar="FILE", help="with --web: copy FILE beside the page")
     _pyodide_args(b)
     b.set_defaults(fn=cmd_build)
     w = sub.add_parser("bundle", help="write a static site (Pyodide + WebGPU) that runs an artifact")
     w.add_argument("artifact")
     w.add_argument("-o", "--output", required=True, metavar="SITE", help="site directory (pages are added)")
-    w.add_argument("--demo", help="page: classify, similarity, chat (default: a generic page)")
+    w.add_argument("--demo", help="page: classify, similarity, chat, detect, removebg (default: a generic page)")
     w.add_argument("--file", action="append", metavar="FILE", help="copy FILE beside the page (e.g. a tokenizer)")
     _pyodide_args(w)
     w.set_defaults(fn=cmd_bundle)
@@ -346,6 +347,7 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("artifact")
     k.add_argument("image", help="an image file (PNG, JPEG, ...: read with Pillow)")
     k.set_defaults(fn=cmd_classify)
+    cli_vision.register(sub)
     i = sub.add_parser("inspect", help="describe an artifact, or a model.onnx with each op and whether webinfer supports it")
     i.add_argument("path")
     i.add_argument("--dim", action="append", metavar="NAME=VALUE", help="evaluate symbolic dims at this value")

@@ -147,7 +147,7 @@ def _choice_here(manifest: dict):
 
 
 def _shape_lines(m: dict) -> list[str]:
-    """Bounded dims, run-time guards on the dims, and the image prologue / classification epilogue."""
+    """Bounded dims, run-time guards on the dims, and the image prologue / task epilogues."""
     lines = []
     if m.get("bounds"):
         lines.append("bounded dims (buffers planned for the bound): "
@@ -158,14 +158,25 @@ def _shape_lines(m: dict) -> list[str]:
         lines.append(f"checked when their If branch runs: {len(m['branch_guards'])} condition(s) on the dims")
     if m.get("preprocess"):
         p = m["preprocess"]
+        box = f", letterbox {p['letterbox']} ({p['align']}, pad {p['pad_value']:g})" if "letterbox" in p else ""
         lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "
-                     f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}, crop "
+                     f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}{box}, crop "
                      f"{p.get('crop') or 'none'}, {p['channels']}, {p['layout']}")
     if m.get("classify"):
         c = m["classify"]
         lines.append(f"classification epilogue: top {c['top_k']} of {c['output']!r}"
                      f"{' after softmax' if c['softmax'] else ''} -> {c['scores']!r}, {c['indices']!r}"
                      f"{', labels ' + c['labels'] if c.get('labels') else ''}")
+    if m.get("detect"):
+        d = m["detect"]
+        lines.append(f"detection epilogue ({d['head']} head {d['output']!r}): score > {d['score_threshold']:g}, "
+                     f"class-aware NMS at IoU {d['iou_threshold']:g}, at most {d['max_detections']} boxes -> "
+                     f"{d['detections']!r}, {d['count']!r}{', labels ' + d['labels'] if d.get('labels') else ''}")
+    if m.get("segment"):
+        g = m["segment"]
+        outs = [g[k] for k in ("segments", "matte", "cutout") if k in g]
+        lines.append(f"mask epilogue ({g['mode']} of {g['output']!r}, resized to the image) -> "
+                     f"{', '.join(repr(o) for o in outs)}")
     return lines
 
 

@@ -13,7 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
-from .runtime import vision
+from .runtime import vision, vision_tasks
 from .runtime.select import choose_program
 from .runtime.session import SessionCore
 from .runtime.tensor import HostTensor
@@ -68,6 +68,14 @@ class PageSession:
         """RGBA8 pixels of any size (an ImageData's bytes) -> [(label, score)], best first (an artifact built
         with --preprocess and --postprocess; ``runtime/vision.py``)."""
         return await vision.classify(self.core, pixels, width, height, self.assets.get)
+
+    async def vision(self, task: str, pixels, width: int, height: int):
+        """``detect`` (-> [{label, score, box}]) or ``segment`` (-> a dict: runtime/vision_tasks.py) of RGBA8
+        pixels, with an artifact built with --task object-detection / image-segmentation / background-removal."""
+        fn = {"detect": vision_tasks.detect, "segment": vision_tasks.segment}.get(task)
+        if fn is None:
+            raise WebinferError(f"unknown vision task {task[:40]!r} (detect or segment)")
+        return await fn(self.core, pixels, width, height, self.assets.get)
 
     async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None) -> dict[str, HostTensor]:
         results = await self.core.run_async(outputs, feeds)
@@ -150,6 +158,17 @@ class WorkerHost:
         [[label, score], ...], best first."""
         top = await self._get(handle).classify(_bytes(pixels), int(width), int(height))
         return [[label, score] for label, score in top]
+
+    async def vision(self, handle: int, task: str, pixels, width: int, height: int) -> list:
+        """``task`` detect / segment on RGBA8 ``pixels`` -> [JSON of the result without its tensors, the bytes
+        of its image-sized tensor (segment's cut-out RGBA8 or int32 class map) or None]."""
+        out = await self._get(handle).vision(str(task), _bytes(pixels), int(width), int(height))
+        if isinstance(out, list):
+            return [json.dumps({"detections": out}), None]
+        out["mode"] = "matte" if "cutout" in out else "argmax"
+        data = out.pop("cutout") if "cutout" in out else out.pop("segments").data
+        out.pop("matte", None)
+        return [json.dumps(out), data]
 
     def encode(self, handle: int, text: str) -> list[int]:
         """Token ids of ``text`` with the artifact's tokenizer (special tokens as its post-processor adds)."""

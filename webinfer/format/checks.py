@@ -59,18 +59,24 @@ def check_consistency(m: Manifest, where: str) -> None:
 
 
 def _check_vision(m: Manifest, fail) -> None:
-    """The image prologue's input and the classify epilogue's outputs and labels exist (runtime/vision.py)."""
+    """The image prologue's input and the epilogues' outputs and labels exist (runtime/vision.py,
+    runtime/vision_tasks.py)."""
     if m.preprocess is not None and m.preprocess["image"] not in {io.name for io in m.inputs}:
         fail("preprocess.image", f"{m.preprocess['image'][:40]!r} is not an input")
-    if m.classify is None:
-        return
-    for key in ("scores", "indices"):
-        for k, p in enumerate(m.programs):
-            if m.classify[key] not in {o.name for o in p.outputs}:
-                fail(f"classify.{key}", f"{m.classify[key][:40]!r} is not an output of programs[{k}]")
-    labels = m.classify.get("labels")
-    if labels is not None and f"{_FOLDERS['assets']}/{labels}" not in m.assets:
-        fail("classify.labels", f"{labels[:40]!r} is not one of the artifact's assets")
+    for what, entry, keys in (("classify", m.classify, ("scores", "indices")),
+                              ("detect", m.detect, ("detections", "count")),
+                              ("segment", m.segment, ("segments", "matte", "cutout"))):
+        if entry is None:
+            continue
+        if what == "segment" and m.preprocess is None:
+            fail(what, "a mask epilogue needs the image prologue (preprocess)")
+        for key in keys:
+            for k, p in enumerate(m.programs):
+                if key in entry and entry[key] not in {o.name for o in p.outputs}:
+                    fail(f"{what}.{key}", f"{entry[key][:40]!r} is not an output of programs[{k}]")
+        labels = entry.get("labels")
+        if labels is not None and f"{_FOLDERS['assets']}/{labels}" not in m.assets:
+            fail(f"{what}.labels", f"{labels[:40]!r} is not one of the artifact's assets")
 
 
 def _check_files(m: Manifest, fail) -> None:

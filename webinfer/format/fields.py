@@ -41,6 +41,7 @@ from .schema import (
     When,
 )
 from .textures import FORMATS as TEXTURE_FORMATS
+from .vision_fields import VISION_READERS
 
 
 class _Reader:
@@ -150,7 +151,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -174,8 +175,7 @@ def read_manifest(obj, where: str) -> Manifest:
         shaders=tuple(r.file(e, f"shaders[{i}]", "shaders") for i, e in enumerate(r.list(obj["shaders"], "shaders"))),
         shards=tuple(r.file(e, f"shards[{i}]", "shards") for i, e in enumerate(r.list(obj["shards"], "shards"))),
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
-        preprocess=None if obj.get("preprocess") is None else _preprocess(r, obj["preprocess"]),
-        classify=None if obj.get("classify") is None else _classify(r, obj["classify"]),
+        **{key: None if obj.get(key) is None else VISION_READERS[key](r, obj[key]) for key in VISION_READERS},
     )
 
 
@@ -340,46 +340,6 @@ def _control(r: _Reader, v, path: str):
     r.obj(v, path, ("kind", "at", "tensor", "dim", "bound"))
     return CountEntry(kind, r.int(v["at"], f"{path}.at"), r.int(v["tensor"], f"{path}.tensor"),
                       r.dim(r.str(v["dim"], f"{path}.dim"), f"{path}.dim"), r.int(v["bound"], f"{path}.bound", 0, 2**31 - 1))
-
-
-_PREPROCESS = {  # key -> reader (graph/prepost.py add_image_prologue writes them)
-    "image": lambda r, v, p: r.str(v, p, max_len=200), "input": lambda r, v, p: r.str(v, p, max_len=200),
-    "channels": lambda r, v, p: r.str(v, p, ("RGB", "BGR", "RGBA")),
-    "layout": lambda r, v, p: r.str(v, p, ("NCHW", "NHWC")),
-    "scale": lambda r, v, p: r.number(v, p),
-    "mean": lambda r, v, p: [r.number(x, f"{p}[{i}]") for i, x in enumerate(r.list(v, p))],
-    "std": lambda r, v, p: [r.number(x, f"{p}[{i}]") for i, x in enumerate(r.list(v, p))],
-    "mode": lambda r, v, p: r.str(v, p, ("nearest", "linear", "cubic")),
-    "antialias": lambda r, v, p: r.int(v, p, 0, 1), "exclude_outside": lambda r, v, p: r.int(v, p, 0, 1),
-    "cubic_coeff_a": lambda r, v, p: r.number(v, p), "nearest_mode": lambda r, v, p: r.str(v, p, max_len=40),
-    "shorter": lambda r, v, p: r.int(v, p, 1, 2**31 - 1),
-    "size": lambda r, v, p: [r.int(x, f"{p}[{i}]", 1, 2**31 - 1) for i, x in enumerate(r.list(v, p, 2))],
-    "crop": lambda r, v, p: [r.int(x, f"{p}[{i}]", 1, 2**31 - 1) for i, x in enumerate(r.list(v, p, 2))],
-}
-_CLASSIFY = {
-    "scores": lambda r, v, p: r.str(v, p, max_len=200), "indices": lambda r, v, p: r.str(v, p, max_len=200),
-    "output": lambda r, v, p: r.str(v, p, max_len=200), "top_k": lambda r, v, p: r.int(v, p, 1, 2**31 - 1),
-    "softmax": lambda r, v, p: v if isinstance(v, bool) else r.fail(p, f"expected a boolean, got {_kind(v)}"),
-    "labels": lambda r, v, p: r.str(v, p, max_len=200),
-}
-
-
-def _typed_object(r: _Reader, v, path: str, readers: dict, optional: tuple) -> dict:
-    r.obj(v, path, tuple(k for k in readers if k not in optional), optional)
-    for key, value in v.items():
-        readers[key](r, value, f"{path}.{key}")
-    return v
-
-
-def _preprocess(r: _Reader, v) -> dict:
-    v = _typed_object(r, v, "preprocess", _PREPROCESS, ("shorter", "size", "crop"))
-    if len(v["mean"]) != len(v["std"]) or len(v["mean"]) != len(v["channels"]):
-        r.fail("preprocess", f"mean and std need one value per channel of {v['channels']}")
-    return v
-
-
-def _classify(r: _Reader, v) -> dict:
-    return _typed_object(r, v, "classify", _CLASSIFY, ("labels",))
 
 
 def _placement(r: _Reader, v, path: str) -> Placement:

@@ -91,8 +91,11 @@ def _resize_attrs(spec: dict) -> dict:
              "nearest_mode": "round_prefer_ceil"}
     resize = spec.get("resize")
     if resize is not None:
+        if isinstance(resize, dict) and "letterbox" in resize:
+            return _letterbox_attrs(resize, attrs, spec)
         if not isinstance(resize, dict) or len(resize) != 1 or not set(resize) <= {"shorter", "size"}:
-            raise WebinferError('--preprocess: resize must be {"shorter": N} or {"size": [height, width]}')
+            raise WebinferError('--preprocess: resize must be {"shorter": N}, {"size": [height, width]} or '
+                                '{"letterbox": [height, width], "pad": 114, "align": "center"}')
         if "shorter" in resize:
             attrs["shorter"] = _ints([resize["shorter"]], 1, "resize.shorter")[0]
         else:
@@ -102,6 +105,27 @@ def _resize_attrs(spec: dict) -> dict:
         short = attrs.get("shorter", 0)
         if short and short < max(attrs["crop"]) or any(c > s for c, s in zip(attrs["crop"], attrs.get("size") or [])):
             raise WebinferError(f"--preprocess: the crop {attrs['crop']} is larger than the resized image")
+    return attrs
+
+
+def _letterbox_attrs(resize: dict, attrs: dict, spec: dict) -> dict:
+    """Letterbox (detectors): the image scaled to fit [height, width] keeping its aspect (each side rounded half
+    up), placed at the centre (or the top-left corner) and the rest filled with ``pad`` (0..255 units, before
+    normalisation). codegen/kernels/image.py ``letterbox_geometry`` says where the picture lands; the detection
+    and mask epilogues undo it with the same dims."""
+    unknown = sorted(set(resize) - {"letterbox", "pad", "align"})
+    if unknown:
+        raise WebinferError(f"--preprocess: resize.{unknown[0]}: a letterbox takes letterbox, pad and align")
+    if spec.get("crop") is not None:
+        raise WebinferError("--preprocess: a letterbox takes no crop")
+    attrs["letterbox"] = _ints(resize["letterbox"], 2, "resize.letterbox")
+    pad = resize.get("pad", 114)
+    if not isinstance(pad, (int, float)) or isinstance(pad, bool) or not 0 <= pad <= 255:
+        raise WebinferError(f"--preprocess: resize.pad must be a number in 0..255, got {pad!r}")
+    align = resize.get("align", "center")
+    if align not in ("center", "top-left"):
+        raise WebinferError(f"--preprocess: resize.align {align!r} (choose center or top-left)")
+    attrs["pad_value"], attrs["align"] = float(pad), align
     return attrs
 
 
@@ -172,7 +196,7 @@ def _attr(name: str, v) -> ir.Attr:
 
 def _prologue_shape(x: ir.Value, attrs: dict, n: int, layout: str) -> ir.Shape:
     """The prologue's output shape; a model input of fixed batch, height or width must match it."""
-    made = attrs.get("crop") or attrs.get("size") or [None, None]
+    made = attrs.get("crop") or attrs.get("size") or attrs.get("letterbox") or [None, None]
     shape = [1, n, *made] if layout == "NCHW" else [1, *made, n]
     for want, got in zip(x.shape, shape):
         if isinstance(want, int) and want != got:

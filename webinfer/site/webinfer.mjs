@@ -10,7 +10,8 @@
 //   chat.cancel();                                               // stops the reply after the current token
 //
 // load(url, {onProgress, kernelClass, path, deviceLimits}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
-//   path, pathWhy, timings, run(feeds), classify(image), encode(text), close()}; the artifact's program is chosen
+//   path, pathWhy, timings, run(feeds), classify(image), detect(image), segment(image), encode(text), close()};
+//   the artifact's program is chosen
 //   for the adapter (kernelClass forces one); close() frees the session's GPU memory.
 //   path: "gpu" (WebGPU) or "cpu": where the page has no WebGPU (or path: "cpu" forces it), an artifact built
 //   with --cpu runs its CPU model on onnxruntime-web's wasm backend, with the same run(feeds) (classify, encode
@@ -141,6 +142,29 @@ class Session {
     if (!data || data.length !== width * height * 4) throw new Error("classify expects RGBA8 pixels: {data, width, height}");
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
     return call({ op: "classify", handle: this.handle, pixels: bytes.buffer, width, height }, null, [bytes.buffer]);
+  }
+
+  /** Objects in an image (an artifact built with --task object-detection): [{label, score, box: [x0, y0, x1,
+   *  y1]}], best first, boxes in the image's pixels; decoding and non-maximum suppression run on the GPU. */
+  async detect(image) {
+    return (await this.#vision("detect", image)).detections;
+  }
+
+  /** The mask of an image (--task background-removal: {width, height, cutout: RGBA8 Uint8ClampedArray with the
+   *  matte as alpha}; --task image-segmentation: {width, height, segments: Int32Array class map, labels}). */
+  async segment(image) {
+    const out = await this.#vision("segment", image);
+    if (out.mode === "matte") out.cutout = new Uint8ClampedArray(out.data);
+    else out.segments = new Int32Array(out.data);
+    delete out.data;
+    return out;
+  }
+
+  #vision(task, image) {
+    const { data, width, height } = image;
+    if (!data || data.length !== width * height * 4) throw new Error(`${task} expects RGBA8 pixels: {data, width, height}`);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+    return call({ op: "vision", task, handle: this.handle, pixels: bytes.buffer, width, height }, null, [bytes.buffer]);
   }
 
   /** Token ids of `text` with the artifact's tokenizer (tokenizer.json bundled beside the model). */

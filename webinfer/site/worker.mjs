@@ -3,7 +3,7 @@
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache}
-//               {id, op: "classify", handle, pixels, width, height}
+//               {id, op: "classify", handle, pixels, width, height}  {id, op: "vision", handle, task, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
 // Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}
 //               {id, type: "result", value}  {id, type: "error", message}
@@ -18,6 +18,7 @@
 
 import { CPU_MODEL, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
 import { chatWithPrefixCache } from "./prefix_store.mjs";
+import { visionTask } from "./tasks.mjs";
 
 const CACHE_NAME = "webinfer-weights-v1";
 const ROOT = new URL("../", import.meta.url);
@@ -399,7 +400,7 @@ async function close({ handle }) {
   return null;
 }
 
-const OPS = { load, run, classify, encode, chat, close };
+const OPS = { load, run, classify, encode, chat, close, vision: (msg) => visionTask(msg, host, cpuSession) };
 
 // A Python exception arrives with its traceback: keep its last line, without webinfer's class path.
 function errorText(err) {

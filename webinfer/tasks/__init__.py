@@ -13,6 +13,9 @@ from ..errors import WebinferError
 
 TASKS = {
     "image-classification": "webinfer.tasks.classification:ImageClassification",
+    "object-detection": "webinfer.tasks.detection:ObjectDetection",
+    "image-segmentation": "webinfer.tasks.segmentation:ImageSegmentation",
+    "background-removal": "webinfer.tasks.segmentation:ImageSegmentation",
     "text-generation": "webinfer.tasks.generation:TextGeneration",
 }
 

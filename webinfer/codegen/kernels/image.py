@@ -25,6 +25,18 @@ def resized_size(ih, iw, size: list[int] | None, shorter: int) -> tuple:
     return ih, iw
 
 
+def letterbox_geometry(ih, iw, size: list[int], align: str) -> tuple:
+    """Where a letterboxed image lands in [H, W]: (resized height, width, top, left). The scale is
+    min(H / ih, W / iw); the limiting side fills its axis, the other is rounded half up, and
+    ``min(H, round(ih * W / iw))`` picks whichever holds without comparing at build time."""
+    H, W = int(size[0]), int(size[1])
+    rh = D.dmin(H, D.floordiv(D.add(D.mul(D.mul(ih, W), 2), iw), D.mul(iw, 2)))
+    rw = D.dmin(W, D.floordiv(D.add(D.mul(D.mul(iw, H), 2), ih), D.mul(ih, 2)))
+    if align == "top-left":
+        return rh, rw, 0, 0
+    return rh, rw, D.floordiv(D.add(H, D.mul(rh, -1)), 2), D.floordiv(D.add(W, D.mul(rw, -1)), 2)
+
+
 def image_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
     """ImageResize's resized axes, interpolation, the resize kernel's view of the packed image and the output
     shape [1, channels, h, w]. Attributes: ``channels`` (the byte of each output channel: [0, 1, 2] RGB, [2, 1, 0] BGR), ``size``
@@ -37,6 +49,16 @@ def image_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
     channels = [int(c) for c in ctx.attr("channels", [0, 1, 2])]
     if not channels or any(c not in range(4) for c in channels):
         raise ctx.unsupported("channels must name bytes 0..3 of a pixel")
+    how = Interpolation(mode=ctx.attr("mode", "linear"), nearest=ctx.attr("nearest_mode", "round_prefer_ceil"),
+                        antialias=bool(ctx.attr("antialias", 1)), exclude_outside=bool(ctx.attr("exclude_outside", 1)),
+                        cubic_a=float(ctx.attr("cubic_coeff_a", -0.5)), extrapolation=float(ctx.attr("pad_value", 0.0)))
+    how.check(ctx)
+    if ctx.attr("letterbox"):
+        box = [int(v) for v in ctx.attr("letterbox")]
+        rh, rw, top, left = letterbox_geometry(ih, iw, box, ctx.attr("align", "center"))
+        view = {"shape": [1, len(channels), ih, iw], "strides": [0, 0, iw, 1], "channels": channels,
+                "offsets": [top, left], "letterbox": True}
+        return [ResizedAxis(2, "sizes", rh), ResizedAxis(3, "sizes", rw)], how, view, [1, len(channels), *box]
     rh, rw = resized_size(ih, iw, ctx.attr("size"), int(ctx.attr("shorter", 0)))  # (shorter >= crop: prepost.py)
     ch, cw, offsets = rh, rw, [0, 0]
     shorter = int(ctx.attr("shorter", 0))
@@ -47,10 +69,6 @@ def image_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
                 ctx.assume(D.add(resized, -crop), f"the resized image's {name} {D.to_text(resized)} must be at "
                                                   f"least the crop's {crop}")
             offsets.append(D.floordiv(D.add(resized, -crop), 2))
-    how = Interpolation(mode=ctx.attr("mode", "linear"), nearest=ctx.attr("nearest_mode", "round_prefer_ceil"),
-                        antialias=bool(ctx.attr("antialias", 1)), exclude_outside=bool(ctx.attr("exclude_outside", 1)),
-                        cubic_a=float(ctx.attr("cubic_coeff_a", -0.5)))
-    how.check(ctx)
     axes = [ResizedAxis(2, "sizes", rh), ResizedAxis(3, "sizes", rw)]
     view = {"shape": [1, len(channels), ih, iw], "strides": [0, 0, iw, 1], "channels": channels, "offsets": offsets}
     return axes, how, view, [1, len(channels), ch, cw]

@@ -176,11 +176,12 @@ def lower_resize(ctx, **epilogue) -> None:
 
 def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params: dict | None = None, *,
                 shape=None, strides=None, channels: list[int] | None = None, offsets: list | None = None,
-                epilogue_fn: str = "", extra_reads: dict | None = None) -> None:
+                epilogue_fn: str = "", extra_reads: dict | None = None, letterbox: bool = False) -> None:
     """The resize kernel from ``x`` (seen as ``shape`` with ``strides``, default its own) into ``out``.
     ``channels``: ``x`` holds RGBA8 pixels packed in u32 words, axis 1 picks the byte of each (0 = R) and
     the values are 0..255; ``offsets``: per resized axis, output coordinate ``c`` is resized coordinate
-    ``c + offset`` (a crop). ``epilogue_fn``/``extra_reads``: ``epi(value, row, col, idx)`` applied to each
+    ``c + offset`` (a crop; with ``letterbox``, ``c - offset``, outside the resized image ``how.extrapolation``).
+    ``epilogue_fn``/``extra_reads``: ``epi(value, row, col, idx)`` applied to each
     stored value (``row``: the axis-1 coordinate, ``col``: the last axis') and the tensors it reads."""
     shape = list(x.shape) if shape is None else shape
     strides = contiguous_strides(shape) if strides is None else strides
@@ -196,7 +197,7 @@ def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params
                  antialias=how.antialias, exclude=how.exclude_outside, cubic_a=wgsl_literal(how.cubic_a, "f32"),
                  extrap=wgsl_literal(how.extrapolation, "f32"), to_out=_to_out(out.dtype),
                  policy="min" if how.policy == "not_larger" else "max", channels=channels,
-                 epilogue_fn=epilogue_fn)
+                 epilogue_fn=epilogue_fn, letterbox=letterbox)
 
 
 def _to_out(dtype: str) -> str:

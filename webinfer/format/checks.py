@@ -62,6 +62,8 @@ def _check_vision(m: Manifest, fail) -> None:
     """The image prologue's input and the classify epilogue's outputs and labels exist (runtime/vision.py)."""
     if m.preprocess is not None and m.preprocess["image"] not in {io.name for io in m.inputs}:
         fail("preprocess.image", f"{m.preprocess['image'][:40]!r} is not an input")
+    if m.audio is not None and m.audio["audio"] not in {io.name for io in m.inputs}:
+        fail("audio.audio", f"{m.audio['audio'][:40]!r} is not an input")
     if m.classify is None:
         return
     for key in ("scores", "indices"):

@@ -11,6 +11,7 @@ import math
 
 from ..dtypes import DTYPES
 from ..errors import WebinferError
+from .audio import read_audio
 from .schema import (
     _FILE_NAME,
     _FOLDERS,
@@ -150,7 +151,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "audio"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -176,7 +177,7 @@ def read_manifest(obj, where: str) -> Manifest:
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
         preprocess=None if obj.get("preprocess") is None else _preprocess(r, obj["preprocess"]),
         classify=None if obj.get("classify") is None else _classify(r, obj["classify"]),
-    )
+        audio=read_audio(r, obj.get("audio")))
 
 
 def _control_dims(programs) -> set[str]:

@@ -5,14 +5,14 @@ the WAV reader. Speech is made with espeak-ng (22.05 kHz, its own rate)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from audio_models import tiny_encoder_export, whisper_reference
+from onnx import TensorProto, helper
 from scipy.io import wavfile
 from scipy.signal import resample_poly
 
@@ -34,18 +34,6 @@ def speech(tmp_path_factory) -> tuple[np.ndarray, int, str]:
     subprocess.run(["espeak-ng", "-w", path, "The quick brown fox jumps over the lazy dog, twice."], check=True)
     rate, data = wavfile.read(path)
     return data, rate, path
-
-
-def whisper_reference(pcm: np.ndarray, rate: int, mels: int) -> np.ndarray:
-    """transformers' Whisper features (numpy path) of ``pcm`` brought to 16 kHz by resample_poly in float64."""
-    import transformers.models.whisper.feature_extraction_whisper as fw
-
-    x = resample_poly(pcm.astype(np.float64), 16000, rate).astype(np.float32) if rate != 16000 else pcm
-    torch_available, fw.is_torch_available = fw.is_torch_available, lambda: False
-    try:
-        return fw.WhisperFeatureExtractor(feature_size=mels)(x, sampling_rate=16000, return_tensors="np").input_features
-    finally:
-        fw.is_torch_available = torch_available
 
 
 def identity(shape) -> object:
@@ -123,30 +111,39 @@ def test_wav2vec2_normalisation_matches_transformers(speech, tmp_path):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)  # (divided by the std, ~0.1: 1e-5 of PCM becomes 1e-4)
 
 
+def test_wav2vec2_attention_mask_becomes_ones(speech, tmp_path):
+    """A raw-audio encoder that also takes attention_mask: the prologue feeds it ones of the waveform's shape."""
+    from transformers import Wav2Vec2FeatureExtractor
+
+    data, rate, _ = speech
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["input_values", "m"], ["y"]),
+             helper.make_node("ReduceSum", ["m"], ["count"], keepdims=0)]
+    g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, ["b", "s"]),
+                                            helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
+                                                                          ["b", "s"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("count", TensorProto.FLOAT, None)])
+    art = str(tmp_path / "masked")
+    m = build(helper.make_model(g, opset_imports=OPSET), art,
+              preprocess={"feature_extractor_type": "Wav2Vec2FeatureExtractor", "return_attention_mask": True})
+    assert [io["name"] for io in m["inputs"]] == ["audio"]
+    pcm = data.astype(np.float32) / 32768
+    y, count = InferenceSession(art).run(None, {"audio": pcm, "sample_rate": rate})
+    at16k = resample_poly(pcm.astype(np.float64), 16000, rate).astype(np.float32)
+    want = Wav2Vec2FeatureExtractor(do_normalize=True, return_attention_mask=True)(
+        at16k, sampling_rate=16000, return_tensors="np")
+    np.testing.assert_allclose(y, want.input_values, rtol=0, atol=1e-4)
+    assert count == want.attention_mask.sum()
+
+
 def test_tiny_encoder_behind_the_prologue_equals_onnxruntime(speech, tmp_path):
-    """A Conv1d + Gemm encoder over 80 x 3000 features in a folder with Whisper's preprocessor_config.json: the
-    build adds the prologue by itself; its output equals onnxruntime's on transformers' features."""
+    """The encoder in a folder with Whisper's preprocessor_config.json: the build adds the prologue by itself; its
+    output on a WAV file equals onnxruntime's on transformers' features of the same audio."""
     data, rate, path = speech
-    w = numpy_helper.from_array(rng.normal(0, 0.1, (8, 80, 3)).astype(np.float32), "w")
-    fc = numpy_helper.from_array(rng.normal(0, 0.1, (8, 5)).astype(np.float32), "fc")
-    nodes = [helper.make_node("Conv", ["input_features", "w"], ["c"], strides=[2], pads=[1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("ReduceMean", ["r"], ["m"], axes=[2], keepdims=0),
-             helper.make_node("Gemm", ["m", "fc"], ["logits"])]
-    g = helper.make_graph(nodes, "enc", [helper.make_tensor_value_info("input_features", TensorProto.FLOAT,
-                                                                       [1, 80, 3000])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 5])], [w, fc])
-    model = helper.make_model(g, opset_imports=OPSET)
-    folder = tmp_path / "export"
-    folder.mkdir()
-    (folder / "encoder_model.onnx").write_bytes(model.SerializeToString())
-    (folder / "preprocessor_config.json").write_text(json.dumps({
-        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 80, "sampling_rate": 16000,
-        "hop_length": 160, "n_fft": 400, "chunk_length": 30, "n_samples": 480000, "nb_max_frames": 3000,
-        "padding_side": "right", "padding_value": 0.0, "processor_class": "WhisperProcessor",
-        "return_attention_mask": False}))
+    model = tiny_encoder_export(tmp_path / "export")
     art = str(tmp_path / "art")
-    m = build(str(folder / "encoder_model.onnx"), art)
+    m = build(str(tmp_path / "export" / "encoder_model.onnx"), art)
     assert m["audio"]["input"] == "input_features"
     pcm, got_rate = read_wav(path)
     got = InferenceSession(art).run(None, {"audio": pcm, "sample_rate": got_rate})[0]

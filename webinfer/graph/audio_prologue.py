@@ -243,12 +243,24 @@ def add_audio_prologue(model: ir.Model, spec) -> dict:
             raise WebinferError(f"--preprocess: input {x.name!r} is {list(x.shape)}, the {kind} gives {shape}")
     if x.shape is not None and len(x.shape) != len(shape):
         raise WebinferError(f"--preprocess: input {x.name!r} is {list(x.shape)}, the {kind} gives rank {len(shape)}")
+    mask = None if whisper else next((v for v in graph.inputs if v.name == "attention_mask" and v.shape is not None
+                                      and len(v.shape) == 2 and not v.is_initializer()), None)
+    if mask is not None:  # (every sample is real: the mask is ones of the waveform's shape)
+        shape_of = b.add("Shape", [out])
+        shape_of.dtype = ir.DataType.INT64
+        mask_node = ir.Node("", "ConstantOfShape", [shape_of], num_outputs=1, name="preprocess_mask",
+                            attributes=[ir.AttrTensor("value", ir.tensor(np.ones(1, mask.dtype.numpy())))])
+        b.nodes.append(mask_node)
     if x.dtype != ir.DataType.FLOAT:
         out = b.add("Cast", [out], to=x.dtype.value)
     out.dtype, out.shape = x.dtype, ir.Shape([ir.SymbolicDim(None) if d is None else d for d in shape])
     graph.insert_before(next(iter(graph)), b.nodes)
     x.replace_all_uses_with(out)
     graph.inputs[graph.inputs.index(x)] = audio
+    if mask is not None:
+        mask_node.outputs[0].dtype, mask_node.outputs[0].shape = mask.dtype, ir.Shape([1, ir.SymbolicDim(None)])
+        mask.replace_all_uses_with(mask_node.outputs[0])
+        graph.inputs.remove(mask)
     model.opset_imports.setdefault(DOMAIN, 1)
     return {"audio": name, "input": x.name, "rate": "sample_rate", "rate_dim": f"{name}_rate",
             "sampling_rate": rate, "extractor": kind, **info}

@@ -47,7 +47,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
     and a classification epilogue (top-k scores and labels out), graph/prepost.py; ``preprocess="audio"`` (or a
     spec naming a feature extractor, or by itself for a model beside a preprocessor_config.json that names one):
-    the audio prologue, PCM at any sample rate in (graph/audio_prologue.py).
+    the audio prologue, PCM at any sample rate in (graph/audio_prologue.py); ``preprocess="none"`` keeps the model's
+    inputs.
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
@@ -56,9 +57,11 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
     extra, assets = {}, {}
-    if preprocess is None or audio_prologue.is_audio_spec(preprocess):  # (first: a prologue replaces an input)
+    if preprocess in (False, "none"):  # (the model's own inputs, even beside a preprocessor_config.json)
+        preprocess = None
+    elif preprocess is None or audio_prologue.is_audio_spec(preprocess):  # (first: a prologue replaces an input)
         preprocess = _audio(ir_model, model, preprocess, extra)
-    elif preprocess is not None:
+    else:
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
     if postprocess is not None:
         extra["classify"], assets = prepost.add_classifier_epilogue(ir_model, postprocess)

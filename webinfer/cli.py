@@ -308,7 +308,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a prologue on the GPU: an image spec (RGBA8 pixels of any size in: resize, centre crop, "
                         "channel order, mean/std, layout), or 'audio' / a spec naming a feature extractor (PCM at "
                         "any rate in: resampling, Whisper log-mel or waveform normalisation; by itself beside a "
-                        "preprocessor_config.json that names one). See docs/architecture.md")
+                        "preprocessor_config.json that names one; 'none' keeps the model's inputs). See docs/architecture.md")
     b.add_argument("--postprocess", metavar="CLASSIFY.json",
                    help="a classification epilogue: softmax, top-k scores and labels from a file")
     b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,

@@ -89,6 +89,9 @@ def test_whisper_features_match_transformers(mels, speech, tmp_path):
     if mels == 80:
         long = rng.uniform(-0.5, 0.5, 16000 * 31).astype(np.float32)  # truncated to 30 s
         cases += [(long, 16000, long), (pcm, rate, np.stack([data, data], axis=1))]  # stereo: channels averaged
+        for other in (44100, 48000, 8000):  # the same speech at other rates (resample_poly there), resampled back
+            x = resample_poly(pcm.astype(np.float64), other, rate).astype(np.float32)
+            cases.append((x, other, x))
     for ref_pcm, ref_rate, feed in cases:
         got = session.run(None, {"audio": feed, "sample_rate": ref_rate})[0]
         want = whisper_reference(ref_pcm, ref_rate, mels)
@@ -145,11 +148,22 @@ def test_tiny_encoder_behind_the_prologue_equals_onnxruntime(speech, tmp_path):
     art = str(tmp_path / "art")
     m = build(str(tmp_path / "export" / "encoder_model.onnx"), art)
     assert m["audio"]["input"] == "input_features"
+    kept = build(str(tmp_path / "export" / "encoder_model.onnx"), str(tmp_path / "kept"), preprocess="none")
+    assert "audio" not in kept and [io["name"] for io in kept["inputs"]] == ["input_features"]
     pcm, got_rate = read_wav(path)
     got = InferenceSession(art).run(None, {"audio": pcm, "sample_rate": got_rate})[0]
     features = whisper_reference(data.astype(np.float32) / 32768, rate, 80)
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"input_features": features})[0]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_cli_preprocess_audio_without_a_config(tmp_path, capsys):
+    from webinfer.cli import main
+
+    (tmp_path / "m.onnx").write_bytes(identity(["batch", 80, 3000]).SerializeToString())
+    assert main(["build", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "art"), "--preprocess", "audio"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("webinfer: error: --preprocess audio: no preprocessor_config.json") and "\n" not in err
 
 
 def test_prologue_spec_errors(tmp_path):

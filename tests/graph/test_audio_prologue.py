@@ -104,8 +104,10 @@ def test_wav2vec2_normalisation_matches_transformers(speech, tmp_path):
 
     data, rate, _ = speech
     art = str(tmp_path / "w2v")
-    build(identity(["batch", "sequence"]), art, preprocess={"feature_extractor_type": "Wav2Vec2FeatureExtractor",
-                                                            "do_normalize": True, "sampling_rate": 16000})
+    spec = tmp_path / "audio.json"  # (the JSON file form of the spec)
+    spec.write_text('{"feature_extractor_type": "Wav2Vec2FeatureExtractor", "do_normalize": true, '
+                    '"sampling_rate": 16000}')
+    build(identity(["batch", "sequence"]), art, preprocess=str(spec))
     pcm = data.astype(np.float32) / 32768
     got = InferenceSession(art).run(None, {"audio": pcm, "sample_rate": rate})[0]
     at16k = resample_poly(pcm.astype(np.float64), 16000, rate).astype(np.float32)

@@ -19,7 +19,9 @@
 //   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
 //   normalising run on the GPU.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
-//   default to the input's static shape. run() resolves to {name: Tensor}.
+//   default to the input's static shape. run() resolves to {name: Tensor}. An artifact with the audio prologue
+//   (session.audio: the manifest's block) takes {audio: Float32Array of mono PCM, sample_rate: Hz} (or {data,
+//   dims: [samples, channels]} interleaved): resampling and the features (Whisper's log-mel...) run on the GPU.
 // chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.

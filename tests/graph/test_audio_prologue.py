@@ -228,3 +228,28 @@ def test_read_wav_errors(speech, tmp_path):
         with pytest.raises(WebinferError, match=words) as e:
             read_wav(source)
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda a: a.__setitem__("audio", "pcm"), ["audio.audio", "'pcm' is not an input"]),
+    (lambda a: a.__setitem__("rate_dim", "hz"), ["audio.rate_dim", "not one of the artifact's dims"]),
+    (lambda a: a.__setitem__("features", "mfcc"), ["audio.features", "not one of log_mel, waveform"]),
+    (lambda a: a.__setitem__("sampling_rate", 0), ["audio.sampling_rate", "out of range"]),
+    (lambda a: a.__setitem__("window", "hann"), ["audio", "unknown field 'window'"]),
+])
+def test_corrupt_audio_block_is_named(tmp_path, edit, words):
+    """The manifest's audio block (runtime/audio.py and the page read it) is typed: a forged one is a named error."""
+    from test_manifest import _forge, load
+
+    from webinfer.format.manifest import parse_manifest
+
+    art = str(tmp_path / "w2v")
+    build(identity(["batch", "sequence"]), art, preprocess={"feature_extractor_type": "Wav2Vec2FeatureExtractor"})
+    m = load(art)
+    assert parse_manifest(m, "a").to_json() == m and m["audio"]["features"] == "waveform"
+    _forge(art, lambda m: edit(m["audio"]))
+    with pytest.raises(WebinferError) as e:
+        InferenceSession(art)
+    assert "\n" not in str(e.value)
+    for w in words:
+        assert w in str(e.value), str(e.value)

@@ -29,6 +29,9 @@ def read_audio(r, v) -> dict | None:
     r.obj(v, "audio", _REQUIRED, tuple(k for k in _AUDIO if k not in _REQUIRED))
     for key, value in v.items():
         _AUDIO[key](r, value, f"audio.{key}")
+    missing = [k for k in ("mel_bins", "n_fft", "hop_length", "n_samples") if k not in v]
+    if v["features"] == "log_mel" and missing:
+        r.fail("audio", f"log_mel features need {', '.join(missing)}")
     if v["rate_dim"] not in r.dims:
         r.fail("audio.rate_dim", f"{v['rate_dim'][:40]!r} is not one of the artifact's dims")
     return v

@@ -122,7 +122,7 @@ def _audio(ir_model, model, preprocess, extra: dict):
     the model; without --preprocess it is added when that config names a feature extractor and the model takes
     its features (an encoder; the export's decoder is left alone). Returns the spec used, or None."""
     path = model if isinstance(model, (str, os.PathLike)) else None
-    spec = audio_prologue.audio_spec(path) if path is not None else None
+    spec = audio_prologue.audio_spec(path, strict=preprocess == "audio") if path is not None else None
     if preprocess == "audio":
         if spec is None:
             raise WebinferError(f"--preprocess audio: no {audio_prologue.CONFIG} naming a feature extractor beside "

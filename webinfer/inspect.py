@@ -163,7 +163,7 @@ def _shape_lines(m: dict) -> list[str]:
         a = m["audio"]
         what = (f"log-mel {a['mel_bins']} x {a['n_samples'] // a['hop_length']}" if a["features"] == "log_mel" else
                 f"waveform{' normalised' if a.get('normalize') else ''}")
-        lines.append(f"audio prologue: input {a['audio']!r} (float32 PCM [samples, channels], rate {a['rate_dim']!r} "
+        lines.append(f"audio prologue: input {a['audio']!r} (float32 PCM [channels, samples], rate {a['rate_dim']!r} "
                      f"per run) -> {a['sampling_rate']} Hz, {what} -> {a['input']!r}")
     if m.get("classify"):
         c = m["classify"]

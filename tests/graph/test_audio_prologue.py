@@ -88,7 +88,9 @@ def test_whisper_features_match_transformers(mels, speech, tmp_path):
     cases = [(pcm, rate, data)]  # int16 as espeak wrote it, fed at its own rate: resampled on the GPU
     if mels == 80:
         long = rng.uniform(-0.5, 0.5, 16000 * 31).astype(np.float32)  # truncated to 30 s
-        cases += [(long, 16000, long), (pcm, rate, np.stack([data, data], axis=1))]  # stereo: channels averaged
+        # stereo, averaged on the GPU: [samples, channels] as scipy reads a WAV, [channels, samples] as torchaudio
+        cases += [(long, 16000, long), (pcm, rate, np.stack([0.5 * pcm, 1.5 * pcm], axis=1)),
+                  (pcm, rate, np.stack([1.5 * pcm, 0.5 * pcm]))]
         for other in (44100, 48000, 8000):  # the same speech at other rates (resample_poly there), resampled back
             x = resample_poly(pcm.astype(np.float64), other, rate).astype(np.float32)
             cases.append((x, other, x))
@@ -186,7 +188,7 @@ def test_audio_feed_forms():
     from array import array
 
     x = rng.integers(-32768, 32767, 50).astype(np.int16)
-    want = (x.astype(np.float32) / 32768).reshape(-1, 1)
+    want = (x.astype(np.float32) / 32768).reshape(1, -1)
     for form, dtype in ((x, None), (x.astype(np.float64) / 32768, None), (want.tobytes(), None),
                         (x.tobytes(), "int16"), (array("h", x.tobytes()), None), ([float(v) / 32768 for v in x], None)):
         t = audio_feed(form, dtype=dtype)
@@ -194,6 +196,9 @@ def test_audio_feed_forms():
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
     with pytest.raises(WebinferError, match="not whole frames"):
         audio_feed(np.zeros(5, np.float32).tobytes(), channels=2)
+    frames = np.arange(12, dtype=np.float32).reshape(6, 2)  # interleaved bytes of 2 channels -> a row per channel
+    t = audio_feed(frames.tobytes(), channels=2)
+    np.testing.assert_array_equal(np.frombuffer(t.data, np.float32).reshape(t.shape), frames.T)
     with pytest.raises(WebinferError, match="expected float32, float64 or int16"):
         audio_feed(np.zeros(5, np.int32))
 
@@ -212,7 +217,7 @@ def test_read_wav_matches_scipy(speech, tmp_path, fmt):
     want = (data.astype(np.float64) - (128 if data.dtype == np.uint8 else 0)) / scale
     got, got_rate = read_wav(path)
     assert got_rate == rate
-    np.testing.assert_allclose(np.frombuffer(got.data, np.float32).reshape(got.shape), want.reshape(len(data), -1),
+    np.testing.assert_allclose(np.frombuffer(got.data, np.float32).reshape(got.shape), want.reshape(len(data), -1).T,
                                rtol=0, atol=1e-7)
 
 

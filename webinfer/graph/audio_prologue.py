@@ -1,8 +1,7 @@
 """The audio prologue: PCM at any sample rate in, the model's audio features computed on the GPU.
 
 ``--preprocess audio`` (the ``preprocessor_config.json`` beside the model), a dict or a JSON file of the same
-keys: a new input ``audio`` (float32 [samples, channels], interleaved as a WAV file holds them; mono is
-[samples, 1]) and a dim ``audio_rate`` (its sample rate, bound per run: runtime/audio.py) replace the model's
+keys: a new input ``audio`` (float32 [channels, samples]; mono is [1, samples]) and a dim ``audio_rate`` (its sample rate, bound per run: runtime/audio.py) replace the model's
 audio input. The channels are averaged, ``webinfer.Resample`` brings the rate to the model's
 (codegen/kernels/audio.py), then as ONNX nodes:
 - ``WhisperFeatureExtractor``: pad/truncate to ``n_samples``, reflect-pad n_fft // 2, frames as row slices of
@@ -34,9 +33,9 @@ AUDIO_KEYS = {"input", "name", "feature_extractor_type", "feature_size", "num_me
               "dither", "return_attention_mask", "padding_side", "processor_class"}
 
 
-def audio_spec(path: str) -> dict | None:
+def audio_spec(path: str, strict: bool = True) -> dict | None:
     """The audio keys of ``preprocessor_config.json`` in ``path`` (a folder, or a model file's folder), or None
-    when there is none or it names no feature extractor webinfer computes."""
+    when there is none or it names no feature extractor webinfer computes (or, not ``strict``, is not JSON)."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     file = os.path.join(folder, CONFIG)
     if not os.path.isfile(file):
@@ -44,7 +43,9 @@ def audio_spec(path: str) -> dict | None:
     try:
         with open(file, encoding="utf-8") as f:
             config = json.load(f)
-    except ValueError as e:
+    except (ValueError, UnicodeDecodeError) as e:
+        if not strict:
+            return None
         raise WebinferError(f"{file}: not valid JSON ({e})") from None
     if not isinstance(config, dict) or config.get("feature_extractor_type") not in EXTRACTORS:
         return None
@@ -209,7 +210,7 @@ def _waveform(b: _Nodes, signal: ir.Value, spec: dict) -> tuple[ir.Value, dict]:
 
 
 def add_audio_prologue(model: ir.Model, spec) -> dict:
-    """Replace the model's audio input by the PCM input ``audio`` [samples, channels] and the prologue (see the
+    """Replace the model's audio input by the PCM input ``audio`` [channels, samples] and the prologue (see the
     module's docstring); returns the manifest's ``audio`` entry (runtime/audio.py reads it)."""
     spec, _ = read_spec(spec, "preprocess", AUDIO_KEYS)
     kind = spec.get("feature_extractor_type")
@@ -226,13 +227,13 @@ def add_audio_prologue(model: ir.Model, spec) -> dict:
     if not isinstance(name, str) or any(v.name == name for v in graph.inputs):
         raise WebinferError(f"--preprocess: the model already has an input named {name!r} (pick another \"name\")")
     rate = _int(spec, "sampling_rate", 16000)
-    audio = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([f"{name}_samples",
-                                                                                         f"{name}_channels"]))
+    audio = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([f"{name}_channels",
+                                                                                         f"{name}_samples"]))
     b = _Nodes(graph)
     if model.opset_imports.get("", 13) >= 18:
-        mono = b.add("ReduceMean", [audio, b.const(np.array([1], np.int64), "channels")], keepdims=0)
+        mono = b.add("ReduceMean", [audio, b.const(np.array([0], np.int64), "channels")], keepdims=0)
     else:  # (axes an attribute before opset 18)
-        mono = b.add("ReduceMean", [audio], axes=[1], keepdims=0)
+        mono = b.add("ReduceMean", [audio], axes=[0], keepdims=0)
     length = _int(spec, "n_samples", _int(spec, "chunk_length", 30) * rate) if whisper else 0
     signal = b.add("Resample", [mono], domain=DOMAIN, rate_dim=f"{name}_rate", out_rate=rate, length=length)
     out, info = (_log_mel if whisper else _waveform)(b, signal, spec)

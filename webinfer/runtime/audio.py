@@ -1,11 +1,10 @@
 """PCM in: the run-time side of an artifact built with the audio prologue (graph/audio_prologue.py). Standard
 library only: the same code runs natively and in a page (Pyodide).
 
-The prologue's input is float32 [samples, channels] (interleaved, as a WAV file holds them) and its sample rate
-is a dim (manifest ``audio.rate_dim``) bound per run: ``InferenceSession.run(None, {"audio": pcm,
+The prologue's input is float32 [channels, samples] (mono: [1, samples]) and its sample rate is a dim (manifest ``audio.rate_dim``) bound per run: ``InferenceSession.run(None, {"audio": pcm,
 "sample_rate": 44100})`` works, ``audio_feed`` packs PCM given as floats or int16, ``read_wav`` reads a WAV file.
-Only the sample format is converted here (int to float: one multiply per sample); the channel mix, the
-resampling and the features run on the GPU.
+Only the sample format and layout are adapted here (int to float, interleaved frames to one row per channel); the
+channel mix, the resampling and the features run on the GPU.
 """
 
 from __future__ import annotations
@@ -28,57 +27,71 @@ def _floats(values, scale: float = 1.0) -> bytes:
     return out.tobytes()
 
 
+def _planar(data: bytes, channels: int) -> bytes:
+    """Interleaved float32 frames -> one row per channel (a strided copy: array slicing, no per-sample Python)."""
+    if channels == 1:
+        return data
+    frames = array("f", data)
+    return b"".join(frames[c::channels].tobytes() for c in range(channels))
+
+
 def audio_feed(pcm, channels: int = 1, dtype: str | None = None) -> HostTensor:
-    """PCM as the prologue's input, float32 [samples, channels]. ``pcm``: a numpy array (float32/float64 in
-    [-1, 1], or int16; [samples] or [samples, channels]), an ``array.array`` ('f', 'd' or 'h'), a list of
-    floats, a HostTensor, or bytes-like of float32 (``dtype="int16"``: int16) samples, interleaved when
-    ``channels`` > 1."""
+    """PCM as the prologue's input, float32 [channels, samples]. ``pcm``: a numpy array (float32/float64 in
+    [-1, 1], or int16) of [samples], or 2-D with the shorter axis as the channels ([samples, channels] as
+    soundfile/scipy give it, or [channels, samples] as torchaudio does); an ``array.array`` ('f', 'd' or 'h'), a
+    list of floats, or bytes-like of float32 (``dtype="int16"``: int16) samples, interleaved when ``channels`` >
+    1; a HostTensor float32 [samples] or [channels, samples]."""
     if isinstance(pcm, HostTensor):
         if pcm.dtype == "float32" and len(pcm.shape) == 2:
             return pcm
         if pcm.dtype == "float32" and len(pcm.shape) == 1:
-            return HostTensor("float32", [pcm.shape[0], 1], pcm.data)
-        raise WebinferError(f"audio: expected float32 [samples] or [samples, channels], got {pcm}")
+            return HostTensor("float32", [1, pcm.shape[0]], pcm.data)
+        raise WebinferError(f"audio: expected float32 [samples] or [channels, samples], got {pcm}")
     if hasattr(pcm, "shape") and hasattr(pcm, "tobytes"):  # numpy, without importing it
         shape, kind = tuple(pcm.shape), str(pcm.dtype)
         if len(shape) not in (1, 2) or kind not in ("float32", "float64", "int16"):
             raise WebinferError(f"audio: expected float32, float64 or int16 samples [samples] or [samples, "
                                 f"channels], got {kind} {list(shape)}")
-        channels = shape[1] if len(shape) == 2 else 1
+        if len(shape) == 2 and shape[0] > shape[1]:  # [samples, channels]: one row per channel
+            pcm = pcm.T
+        channels = pcm.shape[0] if len(shape) == 2 else 1
         if kind == "float32" and sys.byteorder == "little":
             data = pcm.tobytes(order="C")
         else:
             data = _floats(array("h" if kind == "int16" else "d", pcm.tobytes(order="C")),
                            _SCALE[2] if kind == "int16" else 1.0)
-    elif isinstance(pcm, array):
-        if pcm.typecode not in ("f", "d", "h"):
-            raise WebinferError(f"audio: array.array of type {pcm.typecode!r} (use 'f', 'd' or 'h')")
-        data = pcm.tobytes() if pcm.typecode == "f" else _floats(pcm, _SCALE[2] if pcm.typecode == "h" else 1.0)
-    elif isinstance(pcm, (list, tuple)):
-        try:
-            data = _floats(pcm)
-        except TypeError:
-            raise WebinferError("audio: a list of PCM samples must hold numbers") from None
-    elif isinstance(pcm, (bytes, bytearray, memoryview)):
-        if dtype not in (None, "float32", "int16"):
-            raise WebinferError(f"audio: raw PCM bytes are float32 or int16, not {dtype!r}")
-        size = 2 if dtype == "int16" else 4
-        if len(pcm) % size:
-            raise WebinferError(f"audio: {len(pcm)} bytes are not whole {dtype or 'float32'} samples")
-        data = bytes(pcm) if size == 4 else _floats(array("h", bytes(pcm)), _SCALE[2])
+        interleaved = False
     else:
-        raise WebinferError(f"audio: cannot take PCM from a {type(pcm).__name__}")
+        interleaved = True
+        if isinstance(pcm, array):
+            if pcm.typecode not in ("f", "d", "h"):
+                raise WebinferError(f"audio: array.array of type {pcm.typecode!r} (use 'f', 'd' or 'h')")
+            data = pcm.tobytes() if pcm.typecode == "f" else _floats(pcm, _SCALE[2] if pcm.typecode == "h" else 1.0)
+        elif isinstance(pcm, (list, tuple)):
+            try:
+                data = _floats(pcm)
+            except TypeError:
+                raise WebinferError("audio: a list of PCM samples must hold numbers") from None
+        elif isinstance(pcm, (bytes, bytearray, memoryview)):
+            if dtype not in (None, "float32", "int16"):
+                raise WebinferError(f"audio: raw PCM bytes are float32 or int16, not {dtype!r}")
+            size = 2 if dtype == "int16" else 4
+            if len(pcm) % size:
+                raise WebinferError(f"audio: {len(pcm)} bytes are not whole {dtype or 'float32'} samples")
+            data = bytes(pcm) if size == 4 else _floats(array("h", bytes(pcm)), _SCALE[2])
+        else:
+            raise WebinferError(f"audio: cannot take PCM from a {type(pcm).__name__}")
     if not isinstance(channels, int) or channels < 1:
         raise WebinferError(f"audio: channels must be a positive integer, got {channels!r}")
     samples = len(data) // 4
     if samples == 0 or samples % channels:
         raise WebinferError(f"audio: {samples} samples are not whole frames of {channels} channels"
                             if samples else "audio: no samples")
-    return HostTensor("float32", [samples // channels, channels], data)
+    return HostTensor("float32", [channels, samples // channels], _planar(data, channels) if interleaved else data)
 
 
 def read_wav(source) -> tuple[HostTensor, int]:
-    """A WAV file (a path, bytes or a binary file) -> (float32 [samples, channels], sample rate): 8-, 16-, 24- and
+    """A WAV file (a path, bytes or a binary file) -> (float32 [channels, samples], sample rate): 8-, 16-, 24- and
     32-bit integer PCM and 32-/64-bit float, plain or WAVE_FORMAT_EXTENSIBLE (what sox writes for 24 bits or more
     than 2 channels; Python 3.11's ``wave`` refuses it, so the RIFF chunks are read here). Anything else, or a
     corrupt file, is refused in one line."""
@@ -114,7 +127,7 @@ def read_wav(source) -> tuple[HostTensor, int]:
     if kind == "B":  # unsigned bytes centred on 128
         values = array("h", (v - 128 for v in values))
     scale = 1.0 if tag == 3 else _SCALE[width if width != 3 else 4]
-    return HostTensor("float32", [count, channels], _floats(values, scale)), rate
+    return HostTensor("float32", [channels, count], _planar(_floats(values, scale), channels)), rate
 
 
 def _chunks(raw: bytes, what: str) -> tuple[bytes, bytes]:

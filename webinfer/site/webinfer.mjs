@@ -21,7 +21,8 @@
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
 //   default to the input's static shape. run() resolves to {name: Tensor}. An artifact with the audio prologue
 //   (session.audio: the manifest's block) takes {audio: Float32Array of mono PCM, sample_rate: Hz} (or {data,
-//   dims: [samples, channels]} interleaved): resampling and the features (Whisper's log-mel...) run on the GPU.
+//   dims: [channels, samples]}, a row per channel): resampling and the features (Whisper's log-mel...) run on
+//   the GPU.
 // chat(url, {onProgress}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
@@ -123,7 +124,7 @@ class Session {
 
   /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}.
    *  An artifact with the audio prologue (session.audio) takes {audio: Float32Array of mono PCM (or {data,
-   *  dims: [samples, channels]}, interleaved), sample_rate: Hz}: resampling and features run on the GPU. */
+   *  dims: [channels, samples]}), sample_rate: Hz}: resampling and features run on the GPU. */
   async run(feeds) {
     const audio = this.audio;
     let dims = null;
@@ -132,7 +133,7 @@ class Session {
       dims = { [audio.rate_dim]: Number(feeds[audio.rate]) };
       delete feeds[audio.rate];
       const pcm = feeds[audio.audio];
-      if (ArrayBuffer.isView(pcm)) feeds[audio.audio] = { data: pcm, dims: [pcm.length, 1] };
+      if (ArrayBuffer.isView(pcm)) feeds[audio.audio] = { data: pcm, dims: [1, pcm.length] };
     }
     const list = this.inputs.map((io) => {
       if (!(io.name in feeds)) throw new Error(`missing feed for input ${io.name}`);

@@ -230,7 +230,7 @@ def add_audio_prologue(model: ir.Model, spec) -> dict:
     audio = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([f"{name}_channels",
                                                                                          f"{name}_samples"]))
     b = _Nodes(graph)
-    if model.opset_imports.get("", 13) >= 18:
+    if model.opset_imports.get("", model.opset_imports.get("ai.onnx", 13)) >= 18:
         mono = b.add("ReduceMean", [audio, b.const(np.array([0], np.int64), "channels")], keepdims=0)
     else:  # (axes an attribute before opset 18)
         mono = b.add("ReduceMean", [audio], axes=[0], keepdims=0)

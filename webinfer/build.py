@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import types
@@ -13,7 +14,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import UnsupportedOpError, WebinferError
-from .graph import llm, prepost, vision_epilogues
+from .graph import audio_prologue, llm, prepost, vision_epilogues
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -48,6 +49,10 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     and a classification epilogue (top-k scores and labels out), graph/prepost.py; with ``task``
     (``object-detection``, ``image-segmentation``, ``background-removal``) ``postprocess`` is that task's
     epilogue instead (graph/vision_epilogues.py).
+    ``preprocess="audio"`` (or a
+    spec naming a feature extractor, or by itself for a model beside a preprocessor_config.json that names one):
+    the audio prologue, PCM at any sample rate in (graph/audio_prologue.py); ``preprocess="none"`` keeps the model's
+    inputs.
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
@@ -56,7 +61,11 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
     extra, assets = {}, {}
-    if preprocess is not None:  # (first: the prologue replaces the image input and adds its dims)
+    if preprocess in (False, "none"):  # (the model's own inputs, even beside a preprocessor_config.json)
+        preprocess = None
+    elif preprocess is None or audio_prologue.is_audio_spec(preprocess):  # (first: a prologue replaces an input)
+        preprocess = _audio(ir_model, model, preprocess, extra)
+    else:
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
     if postprocess is not None or task is not None:
         key, extra_info, assets = vision_epilogues.add_task_epilogue(ir_model, task, postprocess, extra.get("preprocess"))
@@ -114,6 +123,25 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     return manifest
 
 
+def _audio(ir_model, model, preprocess, extra: dict):
+    """The audio prologue (graph/audio_prologue.py): ``--preprocess audio`` reads preprocessor_config.json beside
+    the model; without --preprocess it is added when that config names a feature extractor and the model takes
+    its features (an encoder; the export's decoder is left alone). Returns the spec used, or None."""
+    path = model if isinstance(model, (str, os.PathLike)) else None
+    spec = audio_prologue.audio_spec(path, strict=preprocess == "audio") if path is not None else None
+    if preprocess == "audio":
+        if spec is None:
+            raise WebinferError(f"--preprocess audio: no {audio_prologue.CONFIG} naming a feature extractor beside "
+                                f"the model ({', '.join(audio_prologue.EXTRACTORS)})")
+        preprocess = spec
+    elif preprocess is None:
+        if spec is None or not audio_prologue.takes_features(ir_model, spec):
+            return None
+        preprocess = spec
+    extra["audio"] = audio_prologue.add_audio_prologue(ir_model, preprocess)
+    return preprocess
+
+
 def lower_choosing_branches(ir_model, lower, most: int = 4):
     """``lower(choices)`` with a branch chosen for each If on a comparison of symbolic dims whose branches differ in
     rank (control_flow.BranchChoiceNeeded): the first choices whose program gives every graph output the rank the
@@ -167,7 +195,7 @@ def _source_bytes(model) -> bytes:
 def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
     """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
     only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
-    why = ("an image prologue (--preprocess)" if preprocess is not None else
+    why = ("a prologue (--preprocess)" if preprocess is not None else
            "a classification epilogue (--postprocess)" if postprocess is not None else
            "a KV-cache decoder built for generation" if rewrites else None)
     if why is not None:

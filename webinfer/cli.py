@@ -299,9 +299,11 @@ def parser() -> argparse.ArgumentParser:
                    help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
     b.add_argument("--quantize", choices=["int8", "int4"],
                    help="weight-only quantization of MatMul/Gemm weights and embedding tables (blocks of 32)")
-    b.add_argument("--preprocess", metavar="IMAGE.json",
-                   help="an image prologue on the GPU: the artifact takes RGBA8 pixels of any size (resize, centre "
-                        "crop, channel order, mean/std, layout: see docs/architecture.md)")
+    b.add_argument("--preprocess", metavar="IMAGE.json|audio",
+                   help="a prologue on the GPU: an image spec (RGBA8 pixels of any size in: resize, centre crop, "
+                        "channel order, mean/std, layout), or 'audio' / a spec naming a feature extractor (PCM at "
+                        "any rate in: resampling, Whisper log-mel or waveform normalisation; by itself beside a "
+                        "preprocessor_config.json that names one; 'none' keeps the model's inputs). See docs/architecture.md")
     b.add_argument("--postprocess", metavar="SPEC.json", help=cli_vision.POSTPROCESS_HELP)
     cli_vision.add_build_flags(b)
     b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,

@@ -162,6 +162,12 @@ def _shape_lines(m: dict) -> list[str]:
         lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "
                      f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}{box}, crop "
                      f"{p.get('crop') or 'none'}, {p['channels']}, {p['layout']}")
+    if m.get("audio"):
+        a = m["audio"]
+        what = (f"log-mel {a['mel_bins']} x {a['n_samples'] // a['hop_length']}" if a["features"] == "log_mel" else
+                f"waveform{' normalised' if a.get('normalize') else ''}")
+        lines.append(f"audio prologue: input {a['audio']!r} (float32 PCM [channels, samples], rate {a['rate_dim']!r} "
+                     f"per run) -> {a['sampling_rate']} Hz, {what} -> {a['input']!r}")
     if m.get("classify"):
         c = m["classify"]
         lines.append(f"classification epilogue: top {c['top_k']} of {c['output']!r}"

@@ -13,7 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
-from .runtime import vision, vision_tasks
+from .runtime import audio, vision, vision_tasks
 from .runtime.select import choose_program
 from .runtime.session import SessionCore
 from .runtime.tensor import HostTensor
@@ -77,8 +77,11 @@ class PageSession:
             raise WebinferError(f"unknown vision task {task[:40]!r} (detect or segment)")
         return await fn(self.core, pixels, width, height, self.assets.get)
 
-    async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None) -> dict[str, HostTensor]:
-        results = await self.core.run_async(outputs, feeds)
+    async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None,
+                  dims: dict | None = None) -> dict[str, HostTensor]:
+        """``dims``: values of dims no input carries (an audio prologue's sample rate: ``runtime/audio.py``)."""
+        feeds, dims = audio.pack_audio(self.core.manifest, feeds, dims)
+        results = await self.core.run_async(outputs, feeds, dims)
         names = outputs or [io["name"] for io in self.core.manifest["outputs"]]
         return dict(zip(names, results))
 
@@ -145,12 +148,13 @@ class WorkerHost:
         info["max_seq"] = gen.max_seq
         return json.dumps({"handle": self._add(gen), **info})
 
-    async def run(self, handle: int, feeds) -> list:
-        """``feeds``: [[name, dtype, shape, bytes], ...]; returns the outputs in the same form."""
+    async def run(self, handle: int, feeds, dims_json: str | None = None) -> list:
+        """``feeds``: [[name, dtype, shape, bytes], ...]; returns the outputs in the same form. ``dims_json``: dims
+        no input carries, e.g. ``{"audio_rate": 44100}`` (the page's ``sample_rate`` feed)."""
         session = self._get(handle)
         host = {str(name): HostTensor(str(dtype), [int(d) for d in shape], _bytes(data))
                 for name, dtype, shape, data in _py(feeds)}
-        out = await session.run(host)
+        out = await session.run(host, dims=json.loads(dims_json) if dims_json else None)
         return [[name, t.dtype, list(t.shape), t.data] for name, t in out.items()]
 
     async def classify(self, handle: int, pixels, width: int, height: int) -> list:
@@ -219,7 +223,8 @@ def _describe(session: PageSession, gpu) -> dict:
     core = session.core
     return {"inputs": [_io(i) for i in core.get_inputs()], "outputs": [_io(o) for o in core.get_outputs()],
             "adapter": gpu.adapter_name, "tokenizer": "tokenizer.json" in session.assets,
-            "kernel_class": core.choice.kernel_class, "kernel_class_why": core.choice.why}
+            "kernel_class": core.choice.kernel_class, "kernel_class_why": core.choice.why,
+            "audio": core.manifest.get("audio")}
 
 
 def _io(info) -> dict:

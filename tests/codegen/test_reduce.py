@@ -135,3 +135,23 @@ def test_cumprod(shape, axis, exclusive, reverse):
                exclusive=exclusive, reverse=reverse)
     check_node("CumProd", {"x": rng.integers(-3, 4, size=shape).astype(np.int32)},
                initializers={"axis": np.array(axis, np.int32)}, opset=26, reverse=reverse)
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax"])
+def test_long_symbolic_row(op):
+    """A row of symbolic length past 65535 elements (a waveform): lavapipe stops a shader loop after 65535
+    iterations, so one invocation per row summed only the first 65535 (docs/notes.md)."""
+    from onnx import TensorProto, helper
+    from oprefs import check_shapes
+
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], keepdims=1)], "long",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                          [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+    def feeds(n):
+        x = f32((n,), 0.0, 1.0)
+        x[-1] = 5.0  # (the maximum past the first 65535)
+        return {"x": x}
+
+    check_shapes(model, feeds, [70001, 200000])

@@ -63,6 +63,8 @@ def _check_vision(m: Manifest, fail) -> None:
     runtime/vision_tasks.py)."""
     if m.preprocess is not None and m.preprocess["image"] not in {io.name for io in m.inputs}:
         fail("preprocess.image", f"{m.preprocess['image'][:40]!r} is not an input")
+    if m.audio is not None and m.audio["audio"] not in {io.name for io in m.inputs}:
+        fail("audio.audio", f"{m.audio['audio'][:40]!r} is not an input")
     for what, entry, keys in (("classify", m.classify, ("scores", "indices")),
                               ("detect", m.detect, ("detections", "count")),
                               ("segment", m.segment, ("segments", "matte", "cutout"))):

@@ -11,6 +11,7 @@ import math
 
 from ..dtypes import DTYPES
 from ..errors import WebinferError
+from .audio import read_audio
 from .guards import read_branch_guards, read_guard
 from .schema import (
     _FILE_NAME,
@@ -151,7 +152,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment", "audio"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -176,7 +177,7 @@ def read_manifest(obj, where: str) -> Manifest:
         shards=tuple(r.file(e, f"shards[{i}]", "shards") for i, e in enumerate(r.list(obj["shards"], "shards"))),
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
         **{key: None if obj.get(key) is None else VISION_READERS[key](r, obj[key]) for key in VISION_READERS},
-    )
+        audio=read_audio(r, obj.get("audio")))
 
 
 def _control_dims(programs) -> set[str]:

@@ -218,6 +218,7 @@ class Manifest:
     classify: dict | None = None  # the classification epilogue: outputs ranked, labels asset
     detect: dict | None = None  # the detection epilogue (graph/vision_epilogues.py): boxes, count, labels asset
     segment: dict | None = None  # the mask epilogue: a class map, or a matte and the cut-out image
+    audio: dict | None = None  # the audio prologue (graph/audio_prologue.py; format/audio.py)
 
     def to_json(self) -> dict:
         return _to_json(self)
@@ -229,7 +230,8 @@ class Manifest:
         return tid
 
 
-_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "branch_guards", "detect", "segment")  # keys left out when absent
+_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "branch_guards", "detect", "segment",
+             "audio")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
 _POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..artifact import Artifact
 from ..errors import WebinferError
-from . import vision
+from . import audio, vision
 from .session import SessionCore, run_sync
 from .tensor import HostTensor
 
@@ -49,6 +49,7 @@ class InferenceSession:
         if self._cpu is not None:
             return self._cpu.run(output_names, feeds)
         feeds = vision.pack_image(self.artifact.manifest, feeds)
+        feeds, dims = audio.pack_audio(self.artifact.manifest, feeds, dims)  # (PCM and its rate: runtime/audio.py)
         return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
 
     def run(self, output_names, feeds: dict, dims: dict | None = None) -> list:

@@ -20,7 +20,10 @@
 //   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
 //   normalising run on the GPU.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
-//   default to the input's static shape. run() resolves to {name: Tensor}.
+//   default to the input's static shape. run() resolves to {name: Tensor}. An artifact with the audio prologue
+//   (session.audio: the manifest's block) takes {audio: Float32Array of mono PCM, sample_rate: Hz} (or {data,
+//   dims: [channels, samples]}, a row per channel): resampling and the features (Whisper's log-mel...) run on
+//   the GPU.
 // chat(url, {onProgress, prefixCache}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
@@ -120,11 +123,22 @@ class Session {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
       adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer,
       kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why, path: info.path,
-      pathWhy: info.path_why });
+      pathWhy: info.path_why, audio: info.audio || null });
   }
 
-  /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}. */
+  /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}.
+   *  An artifact with the audio prologue (session.audio) takes {audio: Float32Array of mono PCM (or {data,
+   *  dims: [channels, samples]}), sample_rate: Hz}: resampling and features run on the GPU. */
   async run(feeds) {
+    const audio = this.audio;
+    let dims = null;
+    if (audio && audio.rate in feeds) {
+      feeds = { ...feeds };
+      dims = { [audio.rate_dim]: Number(feeds[audio.rate]) };
+      delete feeds[audio.rate];
+      const pcm = feeds[audio.audio];
+      if (ArrayBuffer.isView(pcm)) feeds[audio.audio] = { data: pcm, dims: [1, pcm.length] };
+    }
     const list = this.inputs.map((io) => {
       if (!(io.name in feeds)) throw new Error(`missing feed for input ${io.name}`);
       return toFeed(io, feeds[io.name]);
@@ -132,7 +146,7 @@ class Session {
     for (const name of Object.keys(feeds)) {
       if (!this.inputs.some((io) => io.name === name)) throw new Error(`unknown input ${name}`);
     }
-    const out = await call({ op: "run", handle: this.handle, feeds: list });
+    const out = await call({ op: "run", handle: this.handle, feeds: list, dims });
     return Object.fromEntries(out.map((o) => [o.name, new Tensor(o.type, new TYPED[o.type](o.data), o.dims)]));
   }
 

@@ -353,10 +353,10 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   return { ...info, timings, path: "gpu", path_why: choice.why };
 }
 
-async function run({ handle, feeds }) {
+async function run({ handle, feeds, dims }) {
   if (cpuSession(handle)) return cpuSession(handle).run(feeds);
   const h = await host();
-  const out = await h.run(handle, feeds);
+  const out = await h.run(handle, feeds, dims ? JSON.stringify(dims) : null);  // (dims: an audio feed's rate)
   try {
     const list = out.toJs({ create_proxies: false });
     return list.map(([name, type, dims, data]) => ({ name, type, dims, data: new Uint8Array(data).buffer }));

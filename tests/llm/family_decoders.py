@@ -43,9 +43,10 @@ CONFIGS = {
     "gemma": ("<bos>", "<eos>", TEMPLATES["gemma"]["template"]),
     "gpt2": ("<|endoftext|>", "<|endoftext|>", None),
 }
-# architecture-family pairs: each architecture with the tokenizer its models ship (Qwen3 keeps Qwen2's)
+# architecture-family pairs: each architecture with the tokenizer its models ship (Qwen3 keeps Qwen2's; Gemma 2
+# and 3 keep Gemma's configuration, Gemma 3 over a larger vocabulary)
 PAIRS = [("llama", "llama3"), ("llama", "llama2"), ("qwen2", "qwen2.5"), ("qwen3", "qwen2.5"), ("phi3", "phi3"),
-         ("mistral", "mistral"), ("gemma", "gemma"), ("gpt2", "gpt2")]
+         ("mistral", "mistral"), ("gemma", "gemma"), ("gemma2", "gemma"), ("gemma3", "gemma"), ("gpt2", "gpt2")]
 _TOKENIZERS: dict[str, str] = {}
 
 
@@ -100,7 +101,7 @@ def model_dir(arch: str, family: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tokenizer.json").write_text(tok, encoding="utf-8")
     (out / "tokenizer_config.json").write_text(cfg, encoding="utf-8")
-    tmp = out / "model.onnx.partial"
+    tmp = out / f"model.onnx.partial-{os.getpid()}"  # another process may be exporting the same
     fx.export_torch(arch, "dynamo", tmp, vocab=vocab)
     os.replace(tmp, out / "model.onnx")  # last: a folder with model.onnx is complete
     return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -50,13 +51,14 @@ ARCHS = {
 }
 
 
-def make_model(arch: str, attn: str = "sdpa"):
+def make_model(arch: str, attn: str = "sdpa", vocab: int = VOCAB):
+    """``vocab``: the embedding/lm-head size (a family tokenizer's size, tests/llm/test_decoder_family_tokenizers.py)."""
     import torch
     import transformers
 
     cls_name, overrides = ARCHS[arch]
     cfg_cls = getattr(transformers, cls_name)
-    kwargs = overrides if arch == "gpt2" else {**COMMON, **overrides}
+    kwargs = {**(overrides if arch == "gpt2" else {**COMMON, **overrides}), "vocab_size": vocab}
     config = cfg_cls(**kwargs)
     config._attn_implementation = attn
     torch.manual_seed(0)
@@ -68,11 +70,11 @@ def make_model(arch: str, attn: str = "sdpa"):
     return model
 
 
-def export_torch(arch: str, exporter: str, dest: Path) -> None:
+def export_torch(arch: str, exporter: str, dest: Path, vocab: int = VOCAB) -> None:
     sys.path.insert(0, str(ROOT))
     from demos.recipes import smollm2
 
-    model = make_model(arch, "eager" if exporter == "eager" or arch in EAGER_ONLY else "sdpa")
+    model = make_model(arch, "eager" if exporter == "eager" or arch in EAGER_ONLY else "sdpa", vocab)
     opset = 23 if exporter == "opset23" else smollm2.OPSET
     with tempfile.TemporaryDirectory() as tmp:
         old = smollm2.OPSET
@@ -81,7 +83,7 @@ def export_torch(arch: str, exporter: str, dest: Path) -> None:
             smollm2.export_model(Path(tmp), model=model)
         finally:
             smollm2.OPSET = old
-        os.replace(Path(tmp) / "model.onnx", dest)
+        shutil.move(Path(tmp) / "model.onnx", dest)  # the destination may be on another file system
 
 
 def export_optimum(arch: str, dest: Path) -> None:

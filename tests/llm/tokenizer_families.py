@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import lzma
+from collections import Counter
 from pathlib import Path
 
 from tokenizer_corpus import build_corpus
@@ -125,10 +126,19 @@ def _sentencepiece_bpe(family: str, vocab: int) -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend(SP), normalizers.Replace(" ", SP)])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="never", split=True)
+    text = training_text()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=400,
-                                  show_progress=False)
-    tok.train_from_iterator(training_text(), trainer)
+                                  initial_alphabet=_alphabet(text, 400), show_progress=False)
+    tok.train_from_iterator(text, trainer)
     return tok
+
+
+def _alphabet(text: list[str], n: int) -> list[str]:
+    """The `n` most frequent characters of the normalized text, ties by code point. Given as the trainer's
+    initial alphabet (with limit_alphabet=n): the trainer's own cut breaks ties in hash-map order, so the same
+    text gave another vocabulary each run; this makes the files, and the models cached by them, reproducible."""
+    counts = Counter(ch for t in text for ch in SP + t.replace(" ", SP))
+    return [ch for ch, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
 
 
 def _sp_decoder(strip: bool) -> list[dict]:

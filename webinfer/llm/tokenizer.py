@@ -107,10 +107,14 @@ class Tokenizer:
     def apply_chat_template(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
                             tokenize: bool = True, use_jinja: bool | None = None) -> list[int] | str:
         """The model's own chat template (llm/chat_template.py: jinja2 natively, the build's precomputed format
-        in the browser); ChatML (`render_chatml`) only when the config has no template. Ids unless `tokenize`
-        is false."""
+        in the browser). Without a template, ChatML (`render_chatml`) where the vocabulary has ChatML's tokens;
+        else a one-line error, as transformers gives (a made-up format would only be text to such a model). Ids
+        unless `tokenize` is false."""
         text = chat_template.render(self.config, messages, add_generation_prompt, use_jinja)
         if text is None:
+            if self.token_to_id("<|im_start|>") is None or self.token_to_id("<|im_end|>") is None:
+                raise WebinferError("this model has no chat template (tokenizer_config.json's chat_template) and its "
+                                    "vocabulary has no ChatML tokens: give the prompt as plain text")
             text = render_chatml(messages, add_generation_prompt, default_system_prompt(self.config))
         return self.encode(text) if tokenize else text
 

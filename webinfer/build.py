@@ -13,7 +13,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import UnsupportedOpError, WebinferError
-from .graph import llm, prepost
+from .graph import llm, prepost, seq2seq
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -29,7 +29,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
-          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False) -> dict:
+          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
+          extra: dict | None = None, assets: dict | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -48,11 +49,17 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
+    An encoder-decoder export folder (optimum's layout) builds into one artifact (graph/seq2seq.py); ``extra`` and
+    ``assets`` are its manifest block and files.
     """
+    if seq2seq.is_export_folder(model):
+        return seq2seq.build_folder(str(model), out_dir, build, dims=dims, target=target, limits=limits, tiles=tiles,
+                                    validate=validate, progress=progress, optimize=optimize, max_seq=max_seq,
+                                    quantize=quantize, cpu=cpu)
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
-    extra, assets = {}, {}
+    extra, assets = dict(extra or {}), dict(assets or {})
     if preprocess is not None:  # (first: the prologue replaces the image input and adds its dims)
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
     if postprocess is not None:

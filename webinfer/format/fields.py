@@ -40,6 +40,7 @@ from .schema import (
     Uniform,
     When,
 )
+from .seq2seq import read_seq2seq
 from .textures import FORMATS as TEXTURE_FORMATS
 
 
@@ -150,7 +151,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "seq2seq"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -176,6 +177,7 @@ def read_manifest(obj, where: str) -> Manifest:
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
         preprocess=None if obj.get("preprocess") is None else _preprocess(r, obj["preprocess"]),
         classify=None if obj.get("classify") is None else _classify(r, obj["classify"]),
+        seq2seq=None if obj.get("seq2seq") is None else read_seq2seq(r, obj["seq2seq"]),
     )
 
 

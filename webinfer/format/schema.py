@@ -205,6 +205,7 @@ class Manifest:
     assets: dict  # relative path -> FileEntry
     preprocess: dict | None = None  # the image prologue (graph/prepost.py): its fields typed on read
     classify: dict | None = None  # the classification epilogue: outputs ranked, labels asset
+    seq2seq: dict | None = None  # an encoder-decoder's join (format/seq2seq.py)
 
     def to_json(self) -> dict:
         return _to_json(self)
@@ -216,7 +217,7 @@ class Manifest:
         return tid
 
 
-_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify")  # keys left out when absent
+_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "seq2seq")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
 _POSITIONAL = (Chunk, Uniform, When, Guard)  # written as JSON lists
 

@@ -28,6 +28,7 @@ from . import attention_match
 
 DOMAIN = "webinfer"
 META_KEY = "webinfer.kv_cache"
+CROSS_KEY = "webinfer.cross_states"
 
 
 class KVCacheError(ValueError):
@@ -258,8 +259,13 @@ def keep_states(model: ir.Model, states: list[str], presents: set, max_seq: int)
     # dims sized at max_seq in every plan: the past length, and the mask's total length when it has one
     bounded = [past_dim] + [str(v.shape[1]) for v in graph.inputs if v.name == "attention_mask"
                             and v.shape is not None and len(v.shape) == 2 and not isinstance(v.shape[1], int)]
-    graph.metadata_props[META_KEY] = json.dumps({"max_seq": int(max_seq), "states": states, "past_dim": past_dim,
-                                                 "bounded": bounded})
+    meta = {"max_seq": int(max_seq), "states": states, "past_dim": past_dim, "bounded": bounded}
+    cross = graph.metadata_props.get(CROSS_KEY)  # an encoder-decoder's cross keys/values (graph/seq2seq.py)
+    if cross:
+        cross = json.loads(cross)
+        meta["states"] = states + cross["states"]
+        meta["bounds"] = {cross["dim"]: int(cross["max"])}  # buffers sized for the longest source
+    graph.metadata_props[META_KEY] = json.dumps(meta)
     if DOMAIN not in model.opset_imports:
         model.opset_imports[DOMAIN] = 1
 

@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
+from . import cli_speech
 from .errors import WebinferError
 
 
@@ -359,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("directory")
     s.add_argument("--port", type=A.port, default=8000, help="0: any free port")
     s.set_defaults(fn=cmd_serve)
+    cli_speech.register(sub)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
     c.add_argument("--quick", action="store_true", help="fewer repetitions (10-25 minutes on 2 CPU cores, with the load)")
     c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")

@@ -99,8 +99,10 @@ def _all_inputs(node: onnx.NodeProto):
                 yield from _all_inputs(n)
 
 
-def encode_graph(encoder: onnx.ModelProto, first: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
-    """The encoder followed by the cross-attention projections of ``first``; outputs named as the step's inputs."""
+def encode_graph(encoder: onnx.ModelProto, first: onnx.ModelProto, start: int) -> tuple[onnx.ModelProto, list[str]]:
+    """The encoder followed by the cross-attention projections of ``first``; outputs named as the step's inputs.
+    Where the exporter reads the batch size off the decoder's ``input_ids`` to shape them, the decoder start token
+    ``start`` stands in for it."""
     outputs = [o.name for o in first.graph.output if _CROSS.match(o.name)]
     if not outputs:
         raise WebinferError(f"{FIRST}: no present.N.encoder.key/value outputs (the cross-attention keys/values)")
@@ -109,11 +111,20 @@ def encode_graph(encoder: onnx.ModelProto, first: onnx.ModelProto) -> tuple[onnx
     enc_out = [o.name for o in encoder.graph.output]
     if "last_hidden_state" not in enc_out:
         raise WebinferError(f"{ENCODER}: no last_hidden_state output")
-    cross = onnx.utils.Extractor(first).extract_model(["encoder_hidden_states"], outputs)
+    extra = _reached_inputs(first, outputs) - {"encoder_hidden_states"}
+    enc_in = {v.name for v in encoder.graph.input}
+    for name in sorted(extra):  # exporters read the batch size off the decoder's inputs: give them what they mean
+        if name != "input_ids" and not (name == "encoder_attention_mask" and "attention_mask" in enc_in):
+            raise WebinferError(f"{FIRST}: the cross-attention keys/values depend on the input {name!r}")
+    cross = onnx.utils.Extractor(first).extract_model(["encoder_hidden_states", *sorted(extra)], outputs)
     cross = onnx.compose.add_prefix(cross, "cross/")
     rename = {f"cross/{n}": n.replace("present.", "past_key_values.", 1) for n in outputs}
     rename["cross/encoder_hidden_states"] = "last_hidden_state"
+    rename["cross/encoder_attention_mask"] = "attention_mask"
     g = cross.graph
+    if "input_ids" in extra:  # the first step's first token: only its shape (batch 1) is read
+        g.node.insert(0, onnx.helper.make_node("Constant", [], ["cross/input_ids"], value=onnx.helper.make_tensor(
+            "start", onnx.TensorProto.INT64, [1, 1], [start])))
     for n in g.node:
         n.input[:] = [rename.get(x, x) for x in n.input]
         n.output[:] = [rename.get(x, x) for x in n.output]
@@ -128,6 +139,23 @@ def encode_graph(encoder: onnx.ModelProto, first: onnx.ModelProto) -> tuple[onnx
         mg.output.append(o)
     _merge_opsets(merged, cross)
     return merged, [rename[f"cross/{n}"] for n in outputs]
+
+
+def _reached_inputs(model: onnx.ModelProto, outputs: list[str]) -> set[str]:
+    """The graph inputs the values ``outputs`` depend on."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inputs = {v.name for v in model.graph.input}
+    seen, todo, found = set(), list(outputs), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in inputs:
+            found.add(name)
+        elif name in producer:
+            todo.extend(x for x in _all_inputs(producer[name]) if x)
+    return found
 
 
 def _merge_opsets(model: onnx.ModelProto, other: onnx.ModelProto) -> None:
@@ -229,7 +257,8 @@ def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, *
     config, gen = _read_json(folder, "config.json"), _read_json(folder, "generation_config.json")
     first, step = decoders(folder)
     encoder = _load(folder, ENCODER)
-    encode, cross = encode_graph(encoder, first)
+    tokens = first_tokens(config, gen)
+    encode, cross = encode_graph(encoder, first, tokens[0])
     del first
     step, dim = step_graph(step, cross, max_source(config))
     max_seq = max_seq if max_seq is not None else max_target(config, gen)
@@ -240,7 +269,7 @@ def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, *
         "encoder": ENCODER_DIR, "cross": [[n, n] for n in cross], "source_dim": dim,
         "encoder_inputs": [v.name for v in encoder.graph.input if v.name not in
                            {i.name for i in encoder.graph.initializer}],
-        "first_tokens": first_tokens(config, gen), "eos": eos_ids(config, gen),
+        "first_tokens": tokens, "eos": eos_ids(config, gen),
         "model_type": str(config.get("model_type", ""))[:40],
     }
     assets = tokenizer_assets(os.path.join(folder, ENCODER))

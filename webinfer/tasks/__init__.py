@@ -14,6 +14,8 @@ from ..errors import WebinferError
 TASKS = {
     "image-classification": "webinfer.tasks.classification:ImageClassification",
     "text-generation": "webinfer.tasks.generation:TextGeneration",
+    "automatic-speech-recognition": "webinfer.tasks.asr:SpeechRecognition",
+    "translation": "webinfer.tasks.translation:Translation",
 }
 
 

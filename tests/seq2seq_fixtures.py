@@ -116,6 +116,64 @@ def marian_tiny() -> Path:
     return out
 
 
+def merged_folder(src: Path, out: Path) -> Path:
+    """A copy of the export folder ``src`` whose two decoders are merged as optimum's ``merge_decoders`` does:
+    ``decoder_model_merged.onnx``, one ``If`` on the bool input ``use_cache_branch`` (then: the with-past step,
+    whose present.N.encoder.* are its cross inputs passed through; else: the first step)."""
+    import shutil
+
+    import onnx
+    from onnx import helper
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("encoder_model.onnx", "config.json", "generation_config.json", "tokenizer.json"):
+        shutil.copyfile(src / name, out / name)
+    first, step = onnx.load(str(src / "decoder_model.onnx")), onnx.load(str(src / "decoder_with_past_model.onnx"))
+    outputs = [o.name for o in first.graph.output]
+    then_g = _branch(step.graph, "with_past/", outputs)
+    else_g = _branch(first.graph, "no_past/", outputs)
+    past = [v for v in step.graph.input if v.name.startswith("past_key_values.")]
+    flag = helper.make_tensor_value_info("use_cache_branch", onnx.TensorProto.BOOL, [1])
+    node = helper.make_node("If", ["use_cache_branch"], outputs, then_branch=then_g, else_branch=else_g)
+    graph = helper.make_graph([node], "merged", list(first.graph.input) + past + [flag], list(first.graph.output))
+    model = helper.make_model(graph, opset_imports=list(first.opset_import), ir_version=first.ir_version)
+    onnx.save(model, str(out / "decoder_model_merged.onnx"))
+    return out
+
+
+def _branch(g, prefix: str, outputs: list[str]):
+    """``g``'s nodes and initializers as an If branch: every name it makes prefixed, its graph inputs read from the
+    outer scope, its outputs in ``outputs``' order (a missing present.N.encoder.* is its past input passed on)."""
+    from onnx import helper
+
+    made = {x for n in g.node for x in n.output} | {t.name for t in g.initializer}
+    ren = lambda x: prefix + x if x in made else x  # noqa: E731
+    nodes = []
+    for n in g.node:
+        m = type(n)()
+        m.CopyFrom(n)
+        m.input[:] = [ren(x) for x in n.input]
+        m.output[:] = [ren(x) for x in n.output]
+        m.name = prefix + n.name
+        nodes.append(m)
+    inits = []
+    for t in g.initializer:
+        c = type(t)()
+        c.CopyFrom(t)
+        c.name = prefix + t.name
+        inits.append(c)
+    have = {o.name: o for o in g.output}
+    outs = []
+    for name in outputs:
+        if name not in have:  # the with-past step returns its cross inputs as they came
+            nodes.append(helper.make_node("Identity", [name.replace("present.", "past_key_values.")], [prefix + name]))
+        outs.append(helper.make_empty_tensor_value_info(prefix + name))
+    for o in outs:
+        if o.name[len(prefix):] in have and ren(o.name[len(prefix):]) != o.name:  # an output that is an input
+            nodes.append(helper.make_node("Identity", [o.name[len(prefix):]], [o.name]))
+    return helper.make_graph(nodes, prefix.strip("/"), [], outs, inits)
+
+
 def _write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=1))
 

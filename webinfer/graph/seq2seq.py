@@ -71,11 +71,13 @@ def branch_of(merged: onnx.ModelProto, use_cache: bool) -> onnx.ModelProto:
     at = list(g.node).index(node)
     inner = list(branch.node)
     renames = {o.name: out for o, out in zip(branch.output, node.output)}  # branch outputs -> the If's outputs
+    made = {x for n in inner for x in n.output}
+    inside = {k: v for k, v in renames.items() if k in made}  # (read under the new name inside the branch too)
     for n in inner:
-        n.output[:] = [renames.get(x, x) for x in n.output]
-    produced = {x for n in inner for x in n.output}
+        n.input[:] = [inside.get(x, x) for x in n.input]
+        n.output[:] = [inside.get(x, x) for x in n.output]
     extra = [onnx.helper.make_node("Identity", [o.name], [renames[o.name]]) for o in branch.output
-             if renames[o.name] not in produced]  # a branch output that is an outer value or an initializer
+             if o.name not in made]  # a branch output that is an outer value or an initializer
     g.initializer.extend(branch.initializer)
     nodes = list(g.node[:at]) + inner + extra + list(g.node[at + 1:])
     del g.node[:]

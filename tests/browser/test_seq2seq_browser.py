@@ -54,3 +54,39 @@ def test_translation_in_chromium_equals_onnxruntime(page, marian_site):
         assert ids == ort_greedy(folder, _source(folder, text), [2], {1}, 12), text
         assert streamed == ids
     assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}
+
+
+@pytest.mark.slow
+def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_wheel):
+    """The Whisper-tiny-sized export on espeak-ng clips: log-mel features (transformers' extractor) fed to the
+    encoder in the page; the ids equal onnxruntime's greedy loop."""
+    import numpy as np
+    from test_seq2seq import SPEECH, _speech
+    from transformers import WhisperFeatureExtractor
+
+    import webinfer
+    from webinfer.bundle import bundle
+    from webinfer.serve import serve_in_thread
+
+    folder = fx.whisper_tiny()
+    webinfer.build(str(folder), str(tmp_path / "whisper.wi"), target="software")
+    bundle(str(tmp_path / "whisper.wi"), str(tmp_path / "site"), wheel=webinfer_wheel)
+    server, url = serve_in_thread(str(tmp_path / "site"))
+    try:
+        extractor = WhisperFeatureExtractor.from_pretrained(str(folder))
+        first, n = [50258, 50259, 50359, 50363], 6
+        page.goto(url)
+        page.evaluate("""async () => { const webinfer = await import("./assets/webinfer.mjs");
+            window.s2s = await webinfer.seq2seq("model/artifact/"); }""")
+        for i, text in enumerate(SPEECH):
+            _, samples = _speech(tmp_path, i, text)
+            feats = extractor(np.array(samples), sampling_rate=16000, return_tensors="np").input_features
+            got = page.evaluate("""async ([data, dims, n]) => {
+                const stats = await window.s2s.generate({ input_features: { data: new Float32Array(data), dims } },
+                                                        { maxNewTokens: n });
+                return [stats.prompt_ids, stats.token_ids]; }""", [feats.ravel().tolist(), list(feats.shape), n])
+            assert got[0] == first
+            assert got[1] == ort_greedy(folder, {"input_features": feats}, first, {50257}, n), text
+    finally:
+        server.shutdown()
+        server.server_close()

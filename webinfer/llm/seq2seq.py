@@ -152,7 +152,9 @@ class Seq2SeqGenerator:
             await self.decoder.collect(self._launch([t], pos, source, params, seed, 0, history, None, False))
         overlap = repetition_penalty == 1.0
         pos = len(ids) - 1
-        ticket = self._launch([ids[-1]], pos, source, params, seed, 0, history, None, False)
+        # (launched as overlapping too: overlapping runs alternate two readback sets, and a step read while the next
+        # one is in flight must not share its set)
+        ticket = self._launch([ids[-1]], pos, source, params, seed, 0, history, None, overlap)
         for step in range(max_new_tokens):
             nxt = None
             if overlap and step + 1 < max_new_tokens:  # the next step takes this one's token on the GPU

@@ -212,7 +212,7 @@ def test_transcribe_real_weights_equal_onnxruntime(whisper_en_dir, tmp_path):
     assert asr.generator.first_tokens == first
     extractor = WhisperFeatureExtractor.from_pretrained(str(whisper_en_dir))
     tok = Tokenizer.from_file(str(whisper_en_dir / "tokenizer.json"))
-    errors = []
+    errors, ort_errors, texts = [], [], []
     for i, text in enumerate(SPEECH):
         _, samples = _speech(tmp_path, i, text)
         feats = extractor(np.array(samples), sampling_rate=16000, return_tensors="np").input_features
@@ -222,5 +222,9 @@ def test_transcribe_real_weights_equal_onnxruntime(whisper_en_dir, tmp_path):
         want_text = tok.decode(want, skip_special_tokens=True)
         assert got["text"] == want_text
         errors.append(_wer(text, got["text"]))
-    print(f"tiny.en on espeak-ng speech: word error rate {sum(errors) / len(errors):.2f} (per clip {errors})")
-    assert sum(errors) / len(errors) < 0.5  # real weights: mostly the words spoken
+        ort_errors.append(_wer(text, want_text))
+        texts.append(got["text"])
+    print(f"tiny.en on espeak-ng speech: word error rate {sum(errors) / len(errors):.2f} (onnxruntime "
+          f"{sum(ort_errors) / len(ort_errors):.2f}); per clip {errors}: {texts}")
+    assert errors == ort_errors
+    assert errors.count(0.0) >= 2  # real weights: some clips come out word for word (numbers come as digits)

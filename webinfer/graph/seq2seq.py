@@ -252,8 +252,9 @@ def max_target(config: dict, gen: dict) -> int:
     return 512
 
 
-def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, **options) -> dict:
-    """Build the export folder into one artifact at ``out_dir`` (``build``: build.build)."""
+def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, preprocess=None, **options) -> dict:
+    """Build the export folder into one artifact at ``out_dir`` (``build``: build.build); ``preprocess`` (a
+    prologue) applies to the encoder."""
     from .llm import tokenizer_assets
 
     config, gen = _read_json(folder, "config.json"), _read_json(folder, "generation_config.json")
@@ -281,5 +282,5 @@ def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, *
             assets["preprocessor_config.json"] = f.read()
     manifest = build(step, out_dir, max_seq=max_seq, extra={"seq2seq": spec}, assets=assets, **options)
     options.pop("cpu", None)
-    build(encode, os.path.join(out_dir, ENCODER_DIR), **options)
+    build(encode, os.path.join(out_dir, ENCODER_DIR), preprocess=preprocess, **options)
     return manifest

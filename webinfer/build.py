@@ -14,7 +14,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import UnsupportedOpError, WebinferError
-from .graph import audio_prologue, llm, prepost, vision_epilogues
+from .graph import audio_prologue, llm, prepost, seq2seq, vision_epilogues
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -31,7 +31,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
           nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
-          task: str | None = None) -> dict:
+          task: str | None = None, extra: dict | None = None, assets: dict | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -56,11 +56,20 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
+    An encoder-decoder export folder (optimum's layout) builds into one artifact (graph/seq2seq.py); ``extra`` and
+    ``assets`` are its manifest block and files.
     """
+    if seq2seq.is_export_folder(model):  # (a prologue, e.g. the audio front end, goes to the encoder)
+        if postprocess is not None or input_values or nested_inputs or save_optimized or not generation:
+            raise WebinferError("an encoder-decoder folder builds for generation only (no --postprocess, "
+                                "--save-optimized, input values or nested inputs)")
+        return seq2seq.build_folder(str(model), out_dir, build, dims=dims, target=target, limits=limits, tiles=tiles,
+                                    validate=validate, progress=progress, optimize=optimize, max_seq=max_seq,
+                                    quantize=quantize, cpu=cpu, preprocess=preprocess)
     t0 = time.perf_counter()
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
-    extra, assets = {}, {}
+    extra, assets = dict(extra or {}), dict(assets or {})
     if preprocess in (False, "none"):  # (the model's own inputs, even beside a preprocessor_config.json)
         preprocess = None
     elif preprocess is None or audio_prologue.is_audio_spec(preprocess):  # (first: a prologue replaces an input)

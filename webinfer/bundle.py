@@ -148,6 +148,10 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     for f in files or []:
         shutil.copyfile(f, os.path.join(page, os.path.basename(f)))
     _copy_artifact(art, art_files, os.path.join(page, "artifact"))
+    nested = (art.manifest.get("seq2seq") or {}).get("encoder")  # an encoder-decoder's encoder (graph/seq2seq.py)
+    if nested:
+        enc = Artifact.load(os.path.join(artifact_dir, nested))
+        _copy_artifact(enc, enc.files(), os.path.join(page, "artifact", nested))
 
     site["pages"] = [p for p in site["pages"] if p["path"] != name] + [{"path": name, "title": title,
                                                                        "blurb": blurb}]

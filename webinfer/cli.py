@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
-from . import cli_prefix, cli_vision
+from . import cli_prefix, cli_speech, cli_vision
 from .errors import WebinferError
 
 
@@ -66,7 +66,7 @@ def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") 
 
 
 def cmd_build(args) -> int:
-    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".wi"
+    out = args.output or os.path.splitext(os.path.basename(os.path.normpath(args.model)))[0] + ".wi"
     dims = _parse_dims(args.dim, ranges=True)
     _check_build_args(args, out)
     from .build import build  # (numpy, onnx: after the flags are known to be good)
@@ -358,6 +358,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("directory")
     s.add_argument("--port", type=A.port, default=8000, help="0: any free port")
     s.set_defaults(fn=cmd_serve)
+    cli_speech.register(sub)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
     c.add_argument("--quick", action="store_true", help="fewer repetitions (10-25 minutes on 2 CPU cores, with the load)")
     c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")

@@ -148,6 +148,36 @@ class WorkerHost:
         info["max_seq"] = gen.max_seq
         return json.dumps({"handle": self._add(gen), **info})
 
+    async def open_seq2seq(self, artifact_url: str, weight_pairs, encoder_pairs, kernel_class=None) -> str:
+        """Open an encoder-decoder artifact (llm/seq2seq.py): the decoder step at ``artifact_url``, its nested
+        encoder beside, both on this worker's device."""
+        from .llm.seq2seq import Seq2SeqGenerator
+
+        kclass = _py(kernel_class) or None
+        dec = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu, kclass)
+        spec = dec.core.manifest.get("seq2seq")
+        if spec is None:
+            raise WebinferError("not an encoder-decoder artifact (its manifest has no seq2seq block)")
+        enc = await PageSession.open(dec.url + spec["encoder"] + "/", self.adapter, self.device, encoder_pairs,
+                                     self.gpu, kclass)
+        gen = Seq2SeqGenerator(enc.core, dec.core, dec.tokenizer() if "tokenizer.json" in dec.assets else None)
+        info = _describe(dec, self.gpu)
+        info.update(max_seq=gen.max_seq, first_tokens=gen.first_tokens,
+                    encoder_inputs=[_io(i) for i in enc.core.get_inputs()])
+        return json.dumps({"handle": self._add(gen), **info})
+
+    async def seq2seq(self, handle: int, source, options_json: str, on_token) -> str:
+        """One input through an encoder-decoder: ``source`` text (with the artifact's tokenizer) or the encoder's
+        feeds [[name, dtype, shape, bytes], ...]; ``on_token(id, text)`` per token; returns the stats as JSON."""
+        gen = self._get(handle)
+        source = _py(source)
+        feeds = gen.text_feeds(source) if isinstance(source, str) else {
+            str(name): HostTensor(str(dtype), [int(d) for d in _py(shape)], _bytes(data))
+            for name, dtype, shape, data in (_py(f) for f in source)}
+        async for tok in gen.agenerate(feeds, **json.loads(options_json)):
+            on_token(tok.id, tok.text)
+        return json.dumps(gen.stats)
+
     async def run(self, handle: int, feeds, dims_json: str | None = None) -> list:
         """``feeds``: [[name, dtype, shape, bytes], ...]; returns the outputs in the same form. ``dims_json``: dims
         no input carries, e.g. ``{"audio_rate": 44100}`` (the page's ``sample_rate`` feed)."""
@@ -216,7 +246,7 @@ class WorkerHost:
         item = self._items.pop(int(handle), None)
         self._prefixes.pop(int(handle), None)
         if item is not None:
-            item.core.release()
+            (item.release if hasattr(item, "release") else item.core.release)()
 
 
 def _describe(session: PageSession, gpu) -> dict:

@@ -80,7 +80,7 @@ class Lowerer:
         kv = json.loads(g.metadata_props["webinfer.kv_cache"]) if "webinfer.kv_cache" in g.metadata_props else None
         states = set(kv["states"]) if kv else set()
         if kv:
-            self.program.bounds = {d: int(kv["max_seq"]) for d in kv["bounded"]}
+            self.program.bounds = {**{d: int(kv["max_seq"]) for d in kv["bounded"]}, **kv.get("bounds", {})}
         for v in g.inputs:
             if v.name in init_names:
                 continue
@@ -137,7 +137,8 @@ class Lowerer:
         dt = v.dtype.numpy().name
         shape = tuple(self._dim(d, v.name, i) for i, d in enumerate(v.shape))
         past = D.Sym.name(kv["past_dim"])
-        capacity = tuple(int(kv["max_seq"]) if d == past else d for d in shape)
+        cap = {past: int(kv["max_seq"]), **{D.Sym.name(k): int(n) for k, n in kv.get("bounds", {}).items()}}
+        capacity = tuple(next((n for b, n in cap.items() if d == b), d) for d in shape)
         if not all(isinstance(d, int) for d in capacity):
             raise WebinferError(f"KV cache {v.name!r}: shape {list(v.shape)} must be fixed apart from its sequence "
                                 f"dim (build with --dim batch=1)")

@@ -41,6 +41,7 @@ from .schema import (
     Uniform,
     When,
 )
+from .seq2seq import read_seq2seq
 from .textures import FORMATS as TEXTURE_FORMATS
 from .vision_fields import VISION_READERS
 
@@ -152,7 +153,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment", "audio"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment", "audio", "seq2seq"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -177,7 +178,8 @@ def read_manifest(obj, where: str) -> Manifest:
         shards=tuple(r.file(e, f"shards[{i}]", "shards") for i, e in enumerate(r.list(obj["shards"], "shards"))),
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
         **{key: None if obj.get(key) is None else VISION_READERS[key](r, obj[key]) for key in VISION_READERS},
-        audio=read_audio(r, obj.get("audio")))
+        audio=read_audio(r, obj.get("audio")),
+        seq2seq=None if obj.get("seq2seq") is None else read_seq2seq(r, obj["seq2seq"]))
 
 
 def _control_dims(programs) -> set[str]:

@@ -219,6 +219,7 @@ class Manifest:
     detect: dict | None = None  # the detection epilogue (graph/vision_epilogues.py): boxes, count, labels asset
     segment: dict | None = None  # the mask epilogue: a class map, or a matte and the cut-out image
     audio: dict | None = None  # the audio prologue (graph/audio_prologue.py; format/audio.py)
+    seq2seq: dict | None = None  # an encoder-decoder's join (format/seq2seq.py)
 
     def to_json(self) -> dict:
         return _to_json(self)
@@ -231,7 +232,7 @@ class Manifest:
 
 
 _OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "branch_guards", "detect", "segment",
-             "audio")  # keys left out when absent
+             "audio", "seq2seq")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
 _POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists
 

@@ -118,6 +118,12 @@ export async function chat(url, options) {
   return new Chat(await open(url, "chat", options), options?.prefixCache);
 }
 
+/** Open an encoder-decoder artifact (speech to text, translation: built from an export folder); resolves to a
+ * Seq2Seq whose generate(source, options, onToken) takes text or the encoder's feeds and resolves to the stats. */
+export async function seq2seq(url, options) {
+  return new Seq2Seq(await open(url, "seq2seq", options));
+}
+
 class Session {
   constructor(info) {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
@@ -261,5 +267,26 @@ class Chat extends Session {
   /** Stop the streaming reply after the current token (the cache keeps what was generated). */
   cancel() {
     getWorker().postMessage({ op: "cancel", handle: this.handle });
+  }
+}
+
+class Seq2Seq extends Session {
+  constructor(info) {
+    super(info);
+    Object.assign(this, { maxSeq: info.max_seq, firstTokens: info.first_tokens, encoderInputs: info.encoder_inputs });
+  }
+
+  /** `source`: text (translation) or {name: feed} for the encoder (e.g. {input_features: {data, dims}});
+   * resolves to {token_ids, text, ...}; `onToken({id, text})` sees each token as it comes. */
+  async generate(source, options = {}, onToken) {
+    const opts = {};
+    for (const [k, v] of Object.entries(options)) {
+      if (!(k in OPTIONS)) throw new Error(`unknown option ${k} (${Object.keys(OPTIONS).join(", ")})`);
+      opts[OPTIONS[k]] = v;
+    }
+    const message = { op: "seq2seq", handle: this.handle, options: opts };
+    if (typeof source === "string") message.text = source;
+    else message.feeds = this.encoderInputs.filter((io) => io.name in source).map((io) => toFeed(io, source[io.name]));
+    return call(message, (m) => m.type === "token" && onToken?.(m.token));
   }
 }

@@ -343,8 +343,18 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   progress({ phase: "compile" });
   const t2 = performance.now();
   const h = await host();
-  const open = kind === "chat" ? h.open_chat : h.open_session;
-  const info = JSON.parse(await open(artifactURL, weights.pairs, kernelClass || undefined));
+  let info;
+  if (kind === "seq2seq") {  // the nested encoder artifact's weights too, on the same device
+    if (!manifest.seq2seq) throw new Error("not an encoder-decoder artifact (its manifest has no seq2seq block)");
+    const encURL = new URL(manifest.seq2seq.encoder + "/", artifactURL).href;
+    const encManifest = await fetchManifest(encURL);
+    const enc = await loadWeights(device, encURL, encManifest, progress,
+      chooseProgram(encManifest, adapter, device, kernelClass));
+    info = JSON.parse(await h.open_seq2seq(artifactURL, weights.pairs, enc.pairs, kernelClass || undefined));
+  } else {
+    const open = kind === "chat" ? h.open_chat : h.open_session;
+    info = JSON.parse(await open(artifactURL, weights.pairs, kernelClass || undefined));
+  }
   if (info.kernel_class !== program.class) {
     throw new Error(`kernel class: the worker chose ${program.class}, Python ${info.kernel_class} (${info.kernel_class_why})`);
   }
@@ -394,13 +404,19 @@ async function chat({ handle, messages, options, prefixCache }, post) {
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }
 
+async function seq2seq({ handle, text, feeds, options }, post) {
+  const h = await host();
+  const onToken = (id, t) => post({ type: "token", token: { id, text: t } });
+  return JSON.parse(await h.seq2seq(handle, text !== undefined ? text : feeds, JSON.stringify(options || {}), onToken));
+}
+
 async function close({ handle }) {
   if (cpuSession(handle)) return closeCpuSession(handle);
   (await host()).close(handle);
   return null;
 }
 
-const OPS = { load, run, classify, encode, chat, close, vision: (msg) => visionTask(msg, host, cpuSession) };
+const OPS = { load, run, classify, encode, chat, seq2seq, close, vision: (msg) => visionTask(msg, host, cpuSession) };
 
 // A Python exception arrives with its traceback: keep its last line, without webinfer's class path.
 function errorText(err) {

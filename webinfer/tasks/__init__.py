@@ -17,6 +17,8 @@ TASKS = {
     "image-segmentation": "webinfer.tasks.segmentation:ImageSegmentation",
     "background-removal": "webinfer.tasks.segmentation:ImageSegmentation",
     "text-generation": "webinfer.tasks.generation:TextGeneration",
+    "automatic-speech-recognition": "webinfer.tasks.asr:SpeechRecognition",
+    "translation": "webinfer.tasks.translation:Translation",
 }
 
 

@@ -74,11 +74,18 @@ def _head_matmul(logits: ir.Value) -> tuple[ir.Node | None, list[ir.Value]]:
         if node.op_type not in _ROWWISE:
             return None, []
         data = [v for v in node.inputs if v is not None and const(v) is None]
-        if len(data) != 1 or any(const(v) is not None and const(v).size != 1 for v in node.inputs if v is not None):
+        if len(data) != 1 or any(const(v) is not None and not _per_column(const(v)) for v in node.inputs
+                                 if v is not None):
             return None, []
         chain.append(value)
         value = data[0]
     return None, []
+
+
+def _per_column(c: np.ndarray) -> bool:
+    """A constant the same for every row (a scalar, or a bias along the vocabulary such as Marian's
+    final_logits_bias): the op stays independent per position."""
+    return c.size == 1 or (c.ndim >= 1 and all(d == 1 for d in c.shape[:-1]))
 
 
 def sample_token(model: ir.Model, max_seq: int) -> int:

@@ -28,6 +28,7 @@ from . import attention_match
 
 DOMAIN = "webinfer"
 META_KEY = "webinfer.kv_cache"
+CROSS_KEY = "webinfer.cross_states"
 
 
 class KVCacheError(ValueError):
@@ -211,8 +212,8 @@ def run(model: ir.Model, max_seq: int) -> int:
     for layer, m in enumerate(matches):
         past_k, k_new = m["k"].inputs
         past_v, v_new = m["v"].inputs
-        q_heads = m["q"].shape[1] if m["q"].shape is not None else None
         kv_heads = past_k.shape[1]
+        q_heads = _q_heads(m["q"], past_k.shape[3])
         if not isinstance(q_heads, int) or not isinstance(kv_heads, int) or q_heads % kv_heads:
             raise KVCacheError(f"attention {layer}: head counts must be static with q heads a multiple of kv heads")
         head = past_k.shape[3]
@@ -244,6 +245,19 @@ def run(model: ir.Model, max_seq: int) -> int:
     return len(matches)
 
 
+def _q_heads(q: ir.Value, head) -> int | None:
+    """q's head count ([b, heads, s, d]): its static dim, or, where the exporter reshaped to (b, s, -1, d)
+    (Whisper's decoder), the projection's width over the head size."""
+    if q.shape is not None and isinstance(q.shape[1], int):
+        return q.shape[1]
+    node = q.producer()
+    node = node.inputs[0].producer() if _perm(node, [0, 2, 1, 3]) else None
+    x = node.inputs[0] if node is not None and node.op_type == "Reshape" else None
+    if x is None or x.shape is None or len(x.shape) != 3 or not isinstance(x.shape[2], int) or not isinstance(head, int):
+        return None
+    return x.shape[2] // head if x.shape[2] % head == 0 else None
+
+
 def keep_states(model: ir.Model, states: list[str], presents: set, max_seq: int) -> None:
     """Drop the ``presents`` outputs and record the past inputs ``states`` as KV-cache state buffers of
     ``max_seq`` positions (graph metadata, read by the lowerer)."""
@@ -258,8 +272,13 @@ def keep_states(model: ir.Model, states: list[str], presents: set, max_seq: int)
     # dims sized at max_seq in every plan: the past length, and the mask's total length when it has one
     bounded = [past_dim] + [str(v.shape[1]) for v in graph.inputs if v.name == "attention_mask"
                             and v.shape is not None and len(v.shape) == 2 and not isinstance(v.shape[1], int)]
-    graph.metadata_props[META_KEY] = json.dumps({"max_seq": int(max_seq), "states": states, "past_dim": past_dim,
-                                                 "bounded": bounded})
+    meta = {"max_seq": int(max_seq), "states": states, "past_dim": past_dim, "bounded": bounded}
+    cross = graph.metadata_props.get(CROSS_KEY)  # an encoder-decoder's cross keys/values (graph/seq2seq.py)
+    if cross:
+        cross = json.loads(cross)
+        meta["states"] = states + cross["states"]
+        meta["bounds"] = {cross["dim"]: int(cross["max"])}  # buffers sized for the longest source
+    graph.metadata_props[META_KEY] = json.dumps(meta)
     if DOMAIN not in model.opset_imports:
         model.opset_imports[DOMAIN] = 1
 

@@ -144,7 +144,7 @@ def whisper_dir():
 @pytest.fixture(scope="module")
 def whisper_wi(whisper_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("whisper") / "whisper.wi"
-    webinfer.build(str(whisper_dir), str(out), target="software")
+    webinfer.build(str(whisper_dir), str(out), target="software", preprocess="none")  # log-mel features in
     return out
 
 
@@ -231,11 +231,12 @@ def test_transcribe_real_weights_equal_onnxruntime(whisper_en_dir, tmp_path):
     extractor = WhisperFeatureExtractor.from_pretrained(str(whisper_en_dir))
     tok = Tokenizer.from_file(str(whisper_en_dir / "tokenizer.json"))
     errors, ort_errors, texts = [], [], []
+    assert asr.generator.encoder.manifest["audio"]["extractor"] == "WhisperFeatureExtractor"  # PCM in, on the GPU
     for i, text in enumerate(SPEECH):
-        _, samples = _speech(tmp_path, i, text)
+        wav, samples = _speech(tmp_path, i, text)
         feats = extractor(np.array(samples), sampling_rate=16000, return_tensors="np").input_features
         want = ort_greedy(whisper_en_dir, {"input_features": feats}, first, {50256}, 24)
-        got = asr(features=feats, max_new_tokens=24)
+        got = asr(str(wav), max_new_tokens=24)  # the WAV file; resampling and log-mel run on the GPU
         assert got["token_ids"] == want, text
         want_text = tok.decode(want, skip_special_tokens=True)
         assert got["text"] == want_text

@@ -282,5 +282,22 @@ def build_folder(folder: str, out_dir: str, build, max_seq: int | None = None, p
             assets["preprocessor_config.json"] = f.read()
     manifest = build(step, out_dir, max_seq=max_seq, extra={"seq2seq": spec}, assets=assets, **options)
     options.pop("cpu", None)
-    build(encode, os.path.join(out_dir, ENCODER_DIR), preprocess=preprocess, **options)
+    build(encode, os.path.join(out_dir, ENCODER_DIR), preprocess=_encoder_prologue(folder, preprocess), **options)
     return manifest
+
+
+def _encoder_prologue(folder: str, preprocess):
+    """The encoder's prologue: by default (or ``"audio"``) the audio front end of the folder's
+    preprocessor_config.json when it names a feature extractor webinfer computes (PCM at any rate in);
+    ``"none"`` keeps the encoder's own inputs (log-mel features computed by the caller)."""
+    from .audio_prologue import CONFIG, audio_spec
+
+    if preprocess in (False, "none"):
+        return "none"
+    if preprocess in (None, "audio"):
+        spec = audio_spec(folder, strict=preprocess == "audio")
+        if spec is None and preprocess == "audio":
+            raise WebinferError(f"--preprocess audio: {os.path.join(folder, CONFIG)} names no feature extractor "
+                                "webinfer computes")
+        return spec if spec is not None else "none"
+    return preprocess

@@ -19,6 +19,7 @@ from array import array
 from .. import dims as D
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
+from ..runtime.audio import pack_audio
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
 from .generate import Token, _NoText, check_options
@@ -97,7 +98,8 @@ class Seq2SeqGenerator:
         enc = self.encoder
         if enc.control:
             raise WebinferError("encoders with control flow (If/Loop) are not supported for generation yet")
-        env, host = enc.bind_feeds(feeds)
+        feeds, dims = pack_audio(enc.manifest, feeds, None)  # (an audio prologue: PCM and its sample rate)
+        env, host = enc.bind_feeds(feeds, dims)
         plan = enc.plan(env)
         enc._write_inputs(plan, host)
         outputs = {io["name"]: io["tensor"] for io in enc.manifest["outputs"]}

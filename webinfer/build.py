@@ -144,10 +144,13 @@ def _declared_ranks(ir_model, program) -> bool:
     return all(declared.get(name) is None or len(declared[name]) == len(t.shape) for name, t in program.outputs)
 
 
-def _source_bytes(model) -> bytes:
-    """The model as one ONNX file (external data read in, as the importer checked it)."""
+def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
+    """(a note for the caller, the bytes to store): standard ONNX with the artifact's own inputs and outputs
+    (the prologue and epilogue as standard ops, graph/cpu_model.py); a decoder built for generation keeps the
+    source's past/present interface (the CPU path's generation loop feeds it)."""
     import onnx
 
+    from .graph.cpu_model import cpu_model_bytes
     from .graph.importer import load_proto
 
     proto = load_proto(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
@@ -156,19 +159,11 @@ def _source_bytes(model) -> bytes:
     if proto.ByteSize() >= 2**31:
         raise WebinferError("the model is over 2 GiB: one ONNX file cannot carry it for the CPU path (build "
                             "without --cpu)")
-    return proto.SerializeToString()
-
-
-def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
-    """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
-    only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
-    why = ("an image prologue (--preprocess)" if preprocess is not None else
-           "a classification epilogue (--postprocess)" if postprocess is not None else
-           "a KV-cache decoder built for generation" if rewrites else None)
-    if why is not None:
-        return {"skipped": f"{why} changes the inputs or outputs; the CPU path runs generic models only"}, None
-    data = _source_bytes(model)
-    return {"file": CPU_MODEL, "bytes": len(data)}, data
+    data = cpu_model_bytes(proto, preprocess, postprocess)
+    note = {"file": CPU_MODEL, "bytes": len(data)}
+    if rewrites:
+        note["generation"] = "past/present"  # (the source decoder, fp32 weights; site/cpu-chat.mjs loops over it)
+    return note, data
 
 
 def imported(model):

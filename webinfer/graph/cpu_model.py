@@ -98,8 +98,10 @@ def _resize_nodes(graph: ir.Graph, node: ir.Node) -> tuple[list[ir.Node], ir.Val
     if resized is not None:
         sizes = op("Concat", [const([1, len(channels)], np.int64, "nc"), resized], axis=0)
         mode = _attr(node, "mode", "linear")
-        attrs = {"mode": mode, "antialias": int(_attr(node, "antialias", 0)),
-                 "exclude_outside": int(_attr(node, "exclude_outside", 0)),
+        antialias = int(_attr(node, "antialias", 0))
+        # (onnxruntime refuses exclude_outside where it means nothing: nearest, linear without antialias)
+        exclude = int(_attr(node, "exclude_outside", 0)) if mode == "cubic" or antialias else 0
+        attrs = {"mode": mode, "antialias": antialias, "exclude_outside": exclude,
                  "cubic_coeff_a": float(_attr(node, "cubic_coeff_a", -0.75))}
         if mode == "nearest":
             attrs["nearest_mode"] = _attr(node, "nearest_mode", "round_prefer_ceil")

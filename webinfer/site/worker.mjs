@@ -172,7 +172,9 @@ async function fetchShard(cache, url, entry, onBytes) {
     if (cache) await cache.delete(key);
     throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
   }
-  if (cache && !cached) await cache.put(key, new Response(bytes));
+  if (cache && !cached) {  // (a full quota must not fail the load: the next visit fetches it again)
+    await cache.put(key, new Response(bytes)).catch((e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
+  }
   return { bytes, cached };
 }
 

@@ -1,10 +1,10 @@
 // Chat: a conversation with a generation artifact through webinfer.chat (the model runs in a Web Worker, which
 // keeps the KV cache across turns and prefills only each new turn). The page shows the history; "New chat"
 // starts over; Stop cancels after the current token. ?prompt=...&max_new_tokens=N&greedy=1&seed=S sends the
-// first message at once. The reply being written is #answer, with data-token-ids, data-prompt-ids (the whole
+// first message at once; ?path=cpu|gpu forces a path (without WebGPU the CPU model runs on onnxruntime-web). The reply being written is #answer, with data-token-ids, data-prompt-ids (the whole
 // conversation's ids), data-stats and data-done (or data-error) for automated checks.
 import * as webinfer from "../assets/webinfer.mjs";
-import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const historyEl = document.getElementById("history");
@@ -101,11 +101,12 @@ async function main() {
   if (q.has("greedy")) greedyEl.checked = q.get("greedy") === "1";
   const seed = Number(q.get("seed") || 0);
   if (!Number.isInteger(seed) || seed < 0) throw new Error("seed must be a non-negative integer");
-  const chat = await webinfer.chat("artifact/", {
+  const chat = await webinfer.chat("artifact/", { path: q.get("path") || undefined,
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
   timings = chat.timings;
   document.body.dataset.ready = "1";
-  document.getElementById("timings").textContent = timingText(timings);
+  document.getElementById("timings").textContent = `${timingText(timings)}; ${pathText(chat)}`;
+  historyEl.dataset.path = JSON.stringify({ path: chat.path, why: chat.pathWhy });
   historyEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready";
   const guard = (p) => p.catch((e) => showError(statusEl, document.getElementById("answer") || historyEl, e));

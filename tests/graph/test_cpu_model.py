@@ -79,3 +79,12 @@ def test_build_stores_the_classify_demo_cpu_model(tmp_path):
         want = reference.run(None, {"x": preprocess_reference(rgba, pre)})[0][0]
         np.testing.assert_allclose(scores[0], want[indices[0]], atol=1e-5, rtol=0)
         assert indices[0].tolist() == np.argsort(-want, kind="stable").tolist()
+    # natively without a GPU: InferenceSession(device="cpu").classify runs the same CPU model
+    from webinfer.runtime.inference import InferenceSession
+
+    labels = (here / "labels.txt").read_text(encoding="utf-8").splitlines()
+    rgba = image(300, 200)
+    top = InferenceSession(str(tmp_path / "c.wi"), device="cpu").classify(rgba)
+    want = reference.run(None, {"x": preprocess_reference(rgba, pre)})[0][0]
+    assert [label for label, _ in top] == [labels[i] for i in np.argsort(-want, kind="stable")]
+    np.testing.assert_allclose([s for _, s in top], np.sort(want)[::-1], atol=1e-5, rtol=0)

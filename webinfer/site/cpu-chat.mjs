@@ -207,6 +207,7 @@ export class CpuChat {
 
   close() {
     this.cache = null;
+    this.text.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
 }

@@ -95,6 +95,7 @@ export class CpuSession {
   }
 
   close() {
+    this.text?.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
 }

@@ -1,4 +1,5 @@
-"""Browser engines in one headless Chromium: webinfer in Pyodide, onnxruntime-web with webgpu and wasm.
+"""Browser engines in one headless Chromium: webinfer in Pyodide, webinfer's CPU path (the artifact's CPU model
+through webinfer/site/cpu.mjs), onnxruntime-web with webgpu and wasm.
 
 The site is a temporary folder of real files (hard links where the file system allows, else copies) of
 Pyodide, onnxruntime-web, the models and artifacts: ``webinfer serve``'s server, which follows no link out
@@ -27,7 +28,7 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 ORT_WEB_DIST = os.path.join(os.path.dirname(HERE), "web", "node_modules", "onnxruntime-web", "dist")
 # onnxruntime-web's files the page loads: the webgpu build and the wasm binaries it picks from (not the maps).
-ORT_FILES = ("ort.webgpu.min.mjs", "ort-wasm-")
+ORT_FILES = ("ort.webgpu.min.mjs", "ort.wasm.min.mjs", "ort-wasm-")  # (ort.wasm: the CPU path's build)
 READY_S = 60  # the page's own scripts loaded (bench.mjs, pyodide.mjs)
 BOOT_S = 60  # a job's limit is the harness's plus this: each job starts its runtime in a fresh page
 
@@ -58,6 +59,9 @@ def build_site(site: str, specs: list[S.ModelSpec]) -> dict[str, str]:
     for name in ("bench.html", "bench.mjs", "wi_page.py"):
         shutil.copyfile(os.path.join(HERE, "web", name), os.path.join(site, name))
     shutil.copyfile(os.path.join(HERE, "runner.py"), os.path.join(site, "runner.py"))
+    os.makedirs(os.path.join(site, "wi"), exist_ok=True)  # webinfer's CPU path, as pages load it
+    for name in ("cpu.mjs", "cpu-chat.mjs"):
+        shutil.copyfile(os.path.join(os.path.dirname(HERE), "webinfer", "site", name), os.path.join(site, "wi", name))
     _place_tree(pyodide_dir(), os.path.join(site, "pyodide"))
     _place_tree(ORT_WEB_DIST, os.path.join(site, "ort"), lambda n: n.startswith(ORT_FILES) and not n.endswith(".map"))
     wheel = browser_wheel(os.path.join(site, "wheels"))
@@ -179,7 +183,8 @@ def run_browser(engines: list[str], specs: list[S.ModelSpec], settings, tmp: str
                     if result is None:
                         job = browser_job(sp, settings)
                         limit = (settings.llm_limit_s if sp.llm else settings.limit_s) + BOOT_S
-                        call, args = (("benchWebinfer", [job]) if engine == "webinfer-pyodide"
+                        call, args = (("benchWebinfer", [job]) if engine == "webinfer-pyodide" else
+                                      ("benchWebinferCpu", [job]) if engine == "webinfer-cpu"
                                       else ("benchOrt", [job, engine.rsplit("-", 1)[1]]))
                         result = run_page(browser, url, call, args, limit, log)
                     cell = rows_for(engine, sp, result)

@@ -22,12 +22,12 @@ from .roofline import model_work
 NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
 # Also native, run only when asked for: the default adapter forced to one kernel class's program.
 NATIVE_EXTRA = ["webinfer-software", "webinfer-gpu", "ort-cuda"]
-BROWSER = ["webinfer-pyodide", "ort-web-webgpu", "ort-web-wasm"]
+BROWSER = ["webinfer-pyodide", "webinfer-cpu", "ort-web-webgpu", "ort-web-wasm"]
 ENGINE_NAMES = {"webinfer": "webinfer", "webinfer-swiftshader": "webinfer", "ort-cpu": "onnxruntime CPU",
                 "ort-webgpu": "onnxruntime WebGPU", "webinfer-pyodide": "webinfer (Pyodide)",
                 "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm",
                 "webinfer-software": "webinfer software class", "webinfer-gpu": "webinfer gpu class",
-                "ort-cuda": "onnxruntime CUDA"}
+                "ort-cuda": "onnxruntime CUDA", "webinfer-cpu": "webinfer CPU path"}
 
 
 def is_native(engine: str) -> bool:
@@ -169,7 +169,7 @@ def build_artifacts(specs: list[S.ModelSpec], log) -> None:
             kwargs["quantize"] = sp.quantize
         t0 = time.perf_counter()
         try:
-            build(sp.onnx, out, **kwargs)
+            build(sp.onnx, out, cpu=True, **kwargs)  # (cpu: the CPU path's column runs the artifact's CPU model)
             sp.artifact = out
             log(f"built {sp.name} in {time.perf_counter() - t0:.1f} s")
         except Exception as e:

@@ -15,6 +15,7 @@ from .roofline import lines as roofline_lines
 PAIRS = [("webinfer-swiftshader", "ort-webgpu", "native, both on SwiftShader's Vulkan driver"),
          ("webinfer-pyodide", "ort-web-webgpu", "same Chromium, Dawn on SwiftShader"),
          ("webinfer-pyodide", "ort-web-wasm", "same Chromium, onnxruntime-web on the CPU (wasm threads)"),
+         ("webinfer-cpu", "ort-web-wasm", "same Chromium, webinfer's CPU path (the artifact's CPU model on onnxruntime-web wasm)"),
          ("webinfer", "ort-cpu", "webinfer on the default adapter vs onnxruntime CPU"),
          ("webinfer", "ort-cuda", "webinfer on the default adapter vs onnxruntime CUDA"),
          ("webinfer", "webinfer-software", "the adapter's class vs the software class, same adapter")]

@@ -40,7 +40,9 @@ def _source_key() -> str:
 
 # Pages are opened, used for a while and closed, and browsers keep no compiled pipeline across visits: their
 # matmuls take the tiles that compile quickly (options.with_tiles).
-PAGE_OPTIONS = {"tiles": "startup"}
+# Each artifact also carries its CPU model (pages without WebGPU run it on onnxruntime-web's wasm backend;
+# WEBINFER_DEMO_CPU=0 leaves it out, for a smaller site).
+PAGE_OPTIONS = {"tiles": "startup", "cpu": os.environ.get("WEBINFER_DEMO_CPU", "1") != "0"}
 
 
 def chat_build_options() -> dict:

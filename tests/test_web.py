@@ -55,7 +55,7 @@ def test_browser_wheel_holds_the_runtime_only(tmp_path):
     assert os.path.basename(path) == "webinfer-0.1.0-py3-none-any.whl"
     zf = zipfile.ZipFile(path)
     names = set(zf.namelist())
-    for need in ("webinfer/__init__.py", "webinfer/runtime/session.py", "webinfer/page.py",
+    for need in ("webinfer/__init__.py", "webinfer/runtime/session.py", "webinfer/page.py", "webinfer/page_cpu.py",
                  "webinfer/runtime/browser.py", "webinfer/llm/generate.py", "webinfer/llm/tokenizer.py",
                  "webinfer/artifact.py", "webinfer/dims.py", "webinfer/dtypes.py", "webinfer/errors.py"):
         assert need in names, need

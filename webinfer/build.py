@@ -91,7 +91,11 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
-    cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
+    if cpu and (task is not None or "audio" in extra):  # (their epilogues and prologue have no standard-op form yet)
+        what = f"the {task} epilogue" if task is not None else "the audio prologue"
+        cpu_note, cpu_bytes = {"skipped": f"{what} has no standard-ONNX form for the CPU path yet"}, None
+    else:
+        cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
     index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
@@ -186,10 +190,13 @@ def _declared_ranks(ir_model, program) -> bool:
     return all(declared.get(name) is None or len(declared[name]) == len(t.shape) for name, t in program.outputs)
 
 
-def _source_bytes(model) -> bytes:
-    """The model as one ONNX file (external data read in, as the importer checked it)."""
+def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
+    """(a note for the caller, the bytes to store): standard ONNX with the artifact's own inputs and outputs
+    (the prologue and epilogue as standard ops, graph/cpu_model.py); a decoder built for generation keeps the
+    source's past/present interface (the CPU path's generation loop feeds it)."""
     import onnx
 
+    from .graph.cpu_model import cpu_model_bytes
     from .graph.importer import load_proto
 
     proto = load_proto(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
@@ -198,19 +205,11 @@ def _source_bytes(model) -> bytes:
     if proto.ByteSize() >= 2**31:
         raise WebinferError("the model is over 2 GiB: one ONNX file cannot carry it for the CPU path (build "
                             "without --cpu)")
-    return proto.SerializeToString()
-
-
-def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
-    """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
-    only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
-    why = ("a prologue (--preprocess)" if preprocess is not None else
-           "a classification epilogue (--postprocess)" if postprocess is not None else
-           "a KV-cache decoder built for generation" if rewrites else None)
-    if why is not None:
-        return {"skipped": f"{why} changes the inputs or outputs; the CPU path runs generic models only"}, None
-    data = _source_bytes(model)
-    return {"file": CPU_MODEL, "bytes": len(data)}, data
+    data = cpu_model_bytes(proto, preprocess, postprocess)
+    note = {"file": CPU_MODEL, "bytes": len(data)}
+    if rewrites:
+        note["generation"] = "past/present"  # (the source decoder, fp32 weights; site/cpu-chat.mjs loops over it)
+    return note, data
 
 
 def imported(model):

@@ -50,7 +50,7 @@ ORT_WEB_INTEGRITY = ("sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7s
 ORT_WEB_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 # Every module the browser may import is reached from these (plus the package's __init__): folders, and the page's
 # own module.
-RUNTIME_ROOTS = ("runtime", "llm", "page.py")
+RUNTIME_ROOTS = ("runtime", "llm", "page.py", "page_cpu.py")
 
 
 # -- Pyodide ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// Browser side of `webinfer bench`: onnxruntime-web (webgpu, wasm) and webinfer in Pyodide, all served from
-// this origin. window.benchOrt(job, ep) and window.benchWebinfer(job) return the same JSON result as
+// Browser side of `webinfer bench`: onnxruntime-web (webgpu, wasm), webinfer in Pyodide and webinfer's CPU path,
+// all served from this origin. window.benchOrt(job, ep), window.benchWebinfer(job) and benchWebinferCpu(job) return the same JSON result as
 // benchmarks/runner.py (times, outputs as base64, adapter), so the harness checks every engine alike.
 // first_result_ms: from the call (nothing loaded yet: the harness opens a fresh page per job) to the end of
 // the engine's first run, so it counts the runtime's start, the model's load and the first run's compiles.
@@ -90,11 +90,16 @@ async function ortLlmPass(ort, session, llm, steps, deadline) {
 }
 
 async function ortLlm(ort, session, job) {
+  return llmWith(job, (llm, steps, deadline) => ortLlmPass(ort, session, llm, steps, deadline));
+}
+
+// prefill and decode rates over `pass(llm, steps, deadline)` (one engine's prefill + decode steps)
+async function llmWith(job, pass) {
   const llm = job.llm;
   const t0 = now();
   let first = null;
   for (let i = 0; i < job.warmup; i++) {
-    const p = await ortLlmPass(ort, session, llm, llm.decode.slice(0, 2), 0);
+    const p = await pass(llm, llm.decode.slice(0, 2), 0);
     if (first === null) first = p.prefillMs;
   }
   const prefill = [], rates = [];
@@ -103,7 +108,7 @@ async function ortLlm(ort, session, job) {
     const decoding = i < llm.decode_passes;
     if (!decoding && !more(i, job.runs, t0, job.budget_s)) break;
     const deadline = t0 + job.budget_s * 1e3;
-    const p = await ortLlmPass(ort, session, llm, decoding ? llm.decode : [], deadline);
+    const p = await pass(llm, decoding ? llm.decode : [], deadline);
     if (i < job.runs) prefill.push(p.prefillMs);
     if (decoding) {
       rates.push(p.stepMs.length / (p.stepMs.reduce((a, b) => a + b, 0) / 1e3));
@@ -132,6 +137,79 @@ window.benchOrt = async (job, ep) => {
       return JSON.stringify(result);
     } finally {
       await session.release();
+    }
+  } catch (e) {
+    return JSON.stringify({ error: String(e && e.message ? e.message : e).split("\n")[0].slice(0, 300) });
+  }
+};
+
+// webinfer's CPU path (site/cpu.mjs, cpu-chat.mjs, as a page without WebGPU runs it): the artifact's CPU model,
+// its bytes fetched as the worker does, then webinfer's own run / generation step.
+async function cpuLlmPass(chat, llm, steps, deadline) {
+  const n = llm.prompt.length;
+  let t = now();
+  let out = await chat.step(llm.prompt, 0, chat.pastFeeds(0));
+  const prefillMs = now() - t;
+  const prefillRow = Float32Array.from(out.row);
+  const stepMs = [];
+  for (let i = 0; i < steps.length && (i < 2 || now() < deadline); i++) {
+    const past = Object.fromEntries(chat.past.map((p) => [p, out.present[p.replace("past_key_values.", "present.")]]));
+    t = now();
+    out = await chat.step([steps[i]], n + i, past);
+    stepMs.push(now() - t);
+  }
+  return { prefillMs, stepMs, prefillRow, lastRow: Float32Array.from(out.row) };
+}
+
+window.benchWebinferCpu = async (job) => {
+  try {
+    const t0 = now();
+    const { CpuSession } = await import("./wi/cpu.mjs");
+    const { CpuChat } = await import("./wi/cpu-chat.mjs");
+    const base = new URL(job.artifact, here);
+    const manifest = await (await fetch(new URL("manifest.json", base))).json();
+    const entry = manifest.assets?.["assets/cpu-model.onnx"];
+    if (!entry) throw new Error("the artifact carries no CPU model (build --cpu)");
+    const bytes = new Uint8Array(await (await fetch(new URL(entry.file, base))).arrayBuffer());
+    const cpu = await CpuSession.open(manifest, bytes, new URL("ort/", here).href);
+    const loadMs = now() - t0;
+    try {
+      let result;
+      if (job.llm) {
+        const chat = new CpuChat(cpu.ort, cpu.session, manifest, null);
+        result = await llmWith(job, (llm, steps, deadline) => cpuLlmPass(chat, llm, steps, deadline));
+      } else {
+        const feeds = Object.entries(job.feeds).map(([n, sp]) => {
+          const t = tensorOf(cpu.ort, sp);
+          return [n, t.type, t.dims, t.data];
+        });
+        let first = null;
+        for (let i = 0; i < job.warmup; i++) {
+          const t = now();
+          await cpu.run(feeds);
+          if (first === null) first = now() - t;
+        }
+        const times = [];
+        let outs = null;
+        const t1 = now();
+        for (let i = 0; more(i, job.runs, t1, job.budget_s); i++) {
+          const t = now();
+          outs = await cpu.run(feeds);
+          times.push(now() - t);
+        }
+        const outputs = {};
+        for (const n of job.outputs) {
+          const o = outs.find((x) => x.name === n);
+          outputs[n] = { dtype: "float32", shape: [], b64: floatsB64(new Float32Array(o.data)) };
+        }
+        result = { latency_ms: times, outputs, first_run_ms: first === null ? times[0] : first };
+      }
+      result.load_ms = loadMs;
+      result.first_result_ms = [loadMs + result.first_run_ms];
+      result.adapter = `webinfer CPU path, wasm x${cpu.threads}`;
+      return JSON.stringify(result);
+    } finally {
+      await cpu.close();
     }
   } catch (e) {
     return JSON.stringify({ error: String(e && e.message ? e.message : e).split("\n")[0].slice(0, 300) });

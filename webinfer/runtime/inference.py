@@ -59,10 +59,8 @@ class InferenceSession:
     async def classify_async(self, image, width: int | None = None, height: int | None = None) -> list:
         """An artifact built with --preprocess and --postprocess: RGBA8 pixels of any size (see
         ``vision.image_feed``) -> [(label, score)], best first."""
-        if self._cpu is not None:
-            raise WebinferError('classify runs on a GPU device only (device="cpu" runs generic models)')
         assets = self.artifact.manifest.get("assets", {})
-        return await vision.classify(self._core, image, width, height,
+        return await vision.classify(self._cpu or self._core, image, width, height,
                                      lambda name: self.artifact.read(assets["assets/" + name]))
 
     def classify(self, image, width: int | None = None, height: int | None = None) -> list:

@@ -3,7 +3,11 @@
 // assets/cpu-model.onnx, sha256-checked like every file) runs on onnxruntime-web's wasm backend, served from
 // the site's own ort/ folder (SIMD; threads where the page is cross-origin isolated, as `webinfer serve` makes
 // it). Sessions describe their inputs and outputs from the manifest, as the GPU path does, so load -> run is
-// the same API on both paths.
+// the same API on both paths: run, classify (an artifact built with --preprocess/--postprocess: its CPU model
+// carries the same prologue and epilogue as standard ONNX ops, graph/cpu_model.py), encode (the artifact's
+// tokenizer, in Pyodide: page_cpu.py) and chat (cpu-chat.mjs).
+
+import { openCpuChat } from "./cpu-chat.mjs";
 
 export const CPU_MODEL = "assets/cpu-model.onnx";
 let ortPromise = null;
@@ -29,19 +33,52 @@ function describe(manifest, io) {
 }
 
 export class CpuSession {
-  // bytes: the CPU model (checked against the manifest); base: the ort/ folder's URL.
-  static async open(manifest, bytes, base) {
+  // bytes: the CPU model (checked against the manifest); base: the ort/ folder's URL; extras: {text (page_cpu.py's
+  // CpuText, or null), labels (the classification labels, or null)}.
+  static async open(manifest, bytes, base, extras = {}) {
     const ort = await ortWeb(base);
     const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
-    return new CpuSession(ort, session, manifest);
+    return new CpuSession(ort, session, manifest, extras);
   }
 
-  constructor(ort, session, manifest) {
+  constructor(ort, session, manifest, { text = null, labels = null } = {}) {
     this.ort = ort;
     this.session = session;
+    this.manifest = manifest;
+    this.text = text;
+    this.labels = labels;
     this.inputs = manifest.inputs.map((io) => describe(manifest, io));
     this.outputs = manifest.programs[0].outputs.map((io) => describe(manifest, io));
     this.threads = ort.env.wasm.numThreads;
+  }
+
+  // RGBA8 pixels of any size -> [{label, score}], best first, as runtime/vision.py classify answers.
+  async classify(pixels, width, height) {
+    const pre = this.manifest.preprocess;
+    const info = this.manifest.classify;
+    if (!pre) throw new Error("this artifact takes no image (build it with --preprocess); pass the model's inputs to run()");
+    if (!info) throw new Error("this artifact has no classification epilogue (build it with --postprocess)");
+    const bytes = new Uint8Array(pixels);
+    if (!(width >= 1 && height >= 1) || bytes.length !== width * height * 4) {
+      throw new Error(`image: ${bytes.length} bytes are not ${width}x${height} RGBA8 pixels`);
+    }
+    // one uint32 per pixel, R in the low byte: the ImageData's bytes as they are (as on the WebGPU path)
+    const image = new this.ort.Tensor("uint32", new Uint32Array(bytes.buffer, bytes.byteOffset, width * height),
+      [height, width]);
+    const out = await this.session.run({ [pre.image]: image }, [info.scores, info.indices]);
+    const scores = Array.from(out[info.scores].data, Number);
+    const indices = Array.from(out[info.indices].data, Number);
+    return scores.map((score, i) => ({ label: this.labels ? this.labels[indices[i]] : String(indices[i]), score }));
+  }
+
+  encode(text) {
+    if (!this.text) throw new Error("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)");
+    const ids = this.text.encode(text);
+    try {
+      return ids.toJs();
+    } finally {
+      ids.destroy();
+    }
   }
 
   // feeds: [[name, type, dims, data]] as webinfer.mjs sends them; returns [{name, type, dims, data}].
@@ -58,6 +95,7 @@ export class CpuSession {
   }
 
   close() {
+    this.text?.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
 }
@@ -66,14 +104,17 @@ const sessions = new Map();
 let nextHandle = 1;
 
 // Open a CPU session; resolves to load's answer (as WorkerHost.open_session's, plus its path and why).
-export async function openCpuSession(manifest, bytes, base, choice, timings) {
+// kind: "session" or "chat" (a decoder built for generation: cpu-chat.mjs loops over its past/present tensors).
+export async function openCpuSession(manifest, bytes, base, choice, timings, kind = "session", extras = {}) {
   const t = performance.now();
-  const session = await CpuSession.open(manifest, bytes, base);
+  const session = kind === "chat" ? await openCpuChat(await ortWeb(base), manifest, bytes, extras.text)
+    : await CpuSession.open(manifest, bytes, base, extras);
   timings.session_ms = Math.round(performance.now() - t);
   const handle = `cpu-${nextHandle++}`;
   sessions.set(handle, session);
   const n = session.threads;
-  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: false, timings,
+  const extra = kind === "chat" ? { max_seq: session.maxSeq } : {};
+  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(extras.text), timings, ...extra,
     adapter: `CPU (onnxruntime-web wasm, ${n} thread${n === 1 ? "" : "s"})`, kernel_class: "cpu",
     kernel_class_why: choice.why, path: "cpu", path_why: choice.why };
 }
@@ -84,6 +125,11 @@ export function cpuSession(handle) {
   const session = sessions.get(handle);
   if (!session) throw new Error(`no open session ${handle} (closed?)`);
   return session;
+}
+
+// Stop a CPU chat's reply after the current token (worker.mjs's cancel message).
+export function cancelCpuSession(handle) {
+  sessions.get(handle)?.cancel?.();
 }
 
 export async function closeCpuSession(handle) {

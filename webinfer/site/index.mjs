@@ -6,8 +6,8 @@ const LIMITS = ["maxStorageBufferBindingSize", "maxBufferSize", "maxStorageBuffe
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupStorageSize", "maxComputeWorkgroupsPerDimension"];
 
 async function show() {
-  const cpu = " A model page built with a CPU path (build --cpu, the default with --web) runs on the CPU " +
-    "instead (onnxruntime-web wasm); the demos need WebGPU.";
+  const cpu = " A page whose artifact carries a CPU path (build --cpu, the default with --web and for the " +
+    "demos) runs on the CPU instead (onnxruntime-web wasm).";
   if (!navigator.gpu) throw new NoWebGPU("This browser has no WebGPU. Use a recent Chromium (on a machine " +
     "without a GPU, start it with --enable-unsafe-webgpu)." + cpu);
   const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });

@@ -34,6 +34,12 @@ export function timingText(t) {
     `kernels ${t.session_ms} ms, all in a worker)`;
 }
 
+// Which path a session runs (webinfer.load's path, pathWhy) in one phrase.
+export function pathText(session) {
+  return session.path === "cpu" ? `runs on the CPU: ${session.adapter}, because ${session.pathWhy}`
+    : `runs on WebGPU (${session.pathWhy})`;
+}
+
 export function showError(statusEl, outEl, err) {
   const text = String(err && err.message ? err.message : err);
   console.error(text);

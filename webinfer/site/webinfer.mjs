@@ -14,8 +14,8 @@
 //   the artifact's program is chosen
 //   for the adapter (kernelClass forces one); close() frees the session's GPU memory.
 //   path: "gpu" (WebGPU) or "cpu": where the page has no WebGPU (or path: "cpu" forces it), an artifact built
-//   with --cpu runs its CPU model on onnxruntime-web's wasm backend, with the same run(feeds) (classify, encode
-//   and chat need WebGPU in this release); session.path and session.pathWhy say which and why.
+//   with --cpu runs its CPU model on onnxruntime-web's wasm backend, with the same run(feeds), classify, encode
+//   and chat (site/cpu.mjs, cpu-chat.mjs); session.path and session.pathWhy say which and why.
 //   classify(image): an artifact built with --preprocess/--postprocess takes an ImageData (or {data, width,
 //   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
 //   normalising run on the GPU.

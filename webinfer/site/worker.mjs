@@ -16,7 +16,7 @@
 // it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs; no Python). Each session says
 // which path it runs and why.
 
-import { CPU_MODEL, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
+import { CPU_MODEL, cancelCpuSession, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
 import { chatWithPrefixCache } from "./prefix_store.mjs";
 import { visionTask } from "./tasks.mjs";
 
@@ -174,7 +174,9 @@ async function fetchShard(cache, url, entry, onBytes) {
     if (cache) await cache.delete(key);
     throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
   }
-  if (cache && !cached) await cache.put(key, new Response(bytes));
+  if (cache && !cached) {  // (a full quota must not fail the load: the next visit fetches it again)
+    await cache.put(key, new Response(bytes)).catch((e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
+  }
   return { bytes, cached };
 }
 
@@ -288,14 +290,15 @@ async function choosePath(forced, caps) {
   return { path: "gpu", why: forced ? "forced (path=gpu)" : "a WebGPU adapter was found" };
 }
 
-// The CPU path's load: the CPU model fetched (Cache Storage first) and checked like a shard, then cpu.mjs.
+// The CPU path's load: the CPU model fetched (Cache Storage first) and checked like a shard, then cpu.mjs; text
+// (tokenizer, chat template) in Pyodide (page_cpu.py), which boots while the model streams in.
 async function loadCPU(artifactURL, manifest, kind, choice, progress) {
   const entry = manifest.assets?.[CPU_MODEL];
-  if (!entry) {
-    throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu; ` +
-      "an artifact with --preprocess, --postprocess or built for generation cannot carry one yet).");
-  }
-  if (kind !== "session") throw new Error(`the CPU path runs generic models only; chat needs WebGPU (${choice.why})`);
+  if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
+  const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
+    ? python().then(({ pyodide }) => pyodide.pyimport("webinfer.page_cpu").CpuText.open(artifactURL)) : null;
+  text?.catch(() => {});  // (awaited below)
+  const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;
   const s = await site();
   if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
   const t = performance.now();
@@ -307,8 +310,16 @@ async function loadCPU(artifactURL, manifest, kind, choice, progress) {
   });
   const timings = { weights_ms: Math.round(performance.now() - t), weight_bytes: entry.bytes, shards: 1,
     shards_from_cache: cached ? 1 : 0, python_ms: 0 };
+  let labels = null;
+  if (labelsEntry) {
+    const got = await fetchShard(null, new URL(labelsEntry.file, artifactURL).href, labelsEntry, () => {});
+    labels = new TextDecoder().decode(got.bytes).split("\n").filter((line, i, all) => i < all.length - 1 || line);
+  }
+  const t2 = performance.now();
+  const extras = { text: text ? await text : null, labels };
+  timings.python_ms = Math.round(performance.now() - t2);
   progress({ phase: "compile" });
-  const info = await openCpuSession(manifest, bytes, new URL(s.ort, ROOT).href, choice, timings);
+  const info = await openCpuSession(manifest, bytes, new URL(s.ort, ROOT).href, choice, timings, kind, extras);
   timings.worker_ms = Math.round(performance.now() - started);
   return info;
 }
@@ -326,7 +337,7 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   const { adapter, device } = await gpu();
   const t = performance.now();
   const manifest = await fetchManifest(artifactURL);
-  if (!path && !kernelClass && kind === "session" && adapterType(adapter) === "cpu" && manifest.assets?.[CPU_MODEL]) {
+  if (!path && !kernelClass && adapterType(adapter) === "cpu" && manifest.assets?.[CPU_MODEL]) {
     // WebGPU emulated on the CPU (SwiftShader) runs these models 1-25x slower than onnxruntime-web's wasm
     // backend in the same page (docs/notes.md, `webinfer bench`): the visitor gets the faster path.
     const name = [adapter.info?.vendor, adapter.info?.architecture, adapter.info?.description].filter(Boolean).join(" ");
@@ -376,7 +387,7 @@ async function run({ handle, feeds, dims }) {
 }
 
 async function classify({ handle, pixels, width, height }) {
-  if (cpuSession(handle)) throw new Error("classify runs on the WebGPU path only; this session runs on the CPU");
+  if (cpuSession(handle)) return cpuSession(handle).classify(pixels, width, height);
   const h = await host();
   const out = await h.classify(handle, new Uint8Array(pixels), width, height);
   try {
@@ -387,7 +398,7 @@ async function classify({ handle, pixels, width, height }) {
 }
 
 async function encode({ handle, text }) {
-  if (cpuSession(handle)) throw new Error("encode runs on the WebGPU path only; this session runs on the CPU");
+  if (cpuSession(handle)) return cpuSession(handle).encode(text);
   const h = await host();
   const ids = h.encode(handle, text);
   try {
@@ -398,8 +409,9 @@ async function encode({ handle, text }) {
 }
 
 async function chat({ handle, messages, options, prefixCache }, post) {
-  const h = await host();
   const onToken = (id, text) => post({ type: "token", token: { id, text } });
+  if (cpuSession(handle)) return cpuSession(handle).chat(messages, options, onToken);
+  const h = await host();
   if (prefixCache) return chatWithPrefixCache(h, handle, messages, options || {}, onToken);
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }
@@ -430,7 +442,8 @@ function errorText(err) {
 self.onmessage = async (event) => {
   const msg = event.data;
   if (msg.op === "cancel") {  // answered by the chat's own result, which stops after the current step
-    hostPromise?.then((h) => h.cancel(msg.handle));
+    if (typeof msg.handle === "string") cancelCpuSession(msg.handle);
+    else hostPromise?.then((h) => h.cancel(msg.handle));
     return;
   }
   const post = (m) => self.postMessage({ id: msg.id, ...m });

@@ -2,11 +2,12 @@
 // keeps the KV cache across turns and prefills only each new turn). The page shows the history; "New chat"
 // starts over; Stop cancels after the current token. ?prompt=...&max_new_tokens=N&greedy=1&seed=S sends the
 // first message at once; ?system=... sets the system prompt, whose KV cache the worker keeps in Cache Storage and
-// restores on the next visit (?prefix_cache=0 turns that off). The reply being written is #answer, with
+// restores on the next visit (?prefix_cache=0 turns that off); ?path=cpu|gpu forces a path (without WebGPU the CPU
+// model runs on onnxruntime-web). The reply being written is #answer, with
 // data-token-ids, data-prompt-ids (the whole conversation's ids), data-stats, data-first-token-ms (from Send to
 // the first token, in the page) and data-done (or data-error) for automated checks.
 import * as webinfer from "../assets/webinfer.mjs";
-import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const historyEl = document.getElementById("history");
@@ -118,11 +119,12 @@ async function main() {
   if (q.has("greedy")) greedyEl.checked = q.get("greedy") === "1";
   const seed = Number(q.get("seed") || 0);
   if (!Number.isInteger(seed) || seed < 0) throw new Error("seed must be a non-negative integer");
-  const chat = await webinfer.chat("artifact/", { prefixCache: q.get("prefix_cache") !== "0",
+  const chat = await webinfer.chat("artifact/", { prefixCache: q.get("prefix_cache") !== "0", path: q.get("path") || undefined,
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
   timings = chat.timings;
   document.body.dataset.ready = "1";
-  document.getElementById("timings").textContent = timingText(timings);
+  document.getElementById("timings").textContent = `${timingText(timings)}; ${pathText(chat)}`;
+  historyEl.dataset.path = JSON.stringify({ path: chat.path, why: chat.pathWhy });
   historyEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready";
   const guard = (p) => p.catch((e) => showError(statusEl, document.getElementById("answer") || historyEl, e));

@@ -1,8 +1,9 @@
 // Classify: pick, drop or pass (?image=URL on this origin, ?image=sample) an image; its raw RGBA8 pixels go to
 // the artifact (session.classify), whose GPU prologue resizes, crops and normalises them
-// (demos/classify/preprocess.json) and whose epilogue gives labelled scores; show label and scores.
+// (demos/classify/preprocess.json) and whose epilogue gives labelled scores; show label and scores. Without WebGPU
+// (or ?path=cpu) the artifact's CPU model carries the same prologue and epilogue as standard ONNX ops.
 import * as webinfer from "../assets/webinfer.mjs";
-import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -32,7 +33,7 @@ function render(result) {
   table.append(...rows);
   const note = document.createElement("div");
   note.className = "stats";
-  note.textContent = `${result.width}x${result.height} image, model run (with its GPU pre-processing) ${result.run_ms} ms`;
+  note.textContent = `${result.width}x${result.height} image, model run (with its pre-processing) ${result.run_ms} ms`;
   resultEl.replaceChildren(head, table, note);
 }
 
@@ -61,13 +62,14 @@ async function fetchImage(spec) {
 }
 
 async function main() {
-  const session = await webinfer.load("artifact/", {
+  const session = await webinfer.load("artifact/", { path: query().get("path") || undefined,
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
   // One run on a blank image compiles every kernel before the first real one.
   await session.classify({ data: new Uint8Array(4 * 256 * 256), width: 256, height: 256 });
   const timings = { ...session.timings, ready_ms: Math.round(performance.now()) };
   document.body.dataset.ready = "1";
-  document.getElementById("timings").textContent = timingText(timings);
+  document.getElementById("timings").textContent = `${timingText(timings)}; ${pathText(session)}`;
+  resultEl.dataset.path = JSON.stringify({ path: session.path, why: session.pathWhy });
   resultEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready: drop or pick an image";
   const guard = (p) => p.catch((e) => showError(statusEl, resultEl, e));

@@ -2,7 +2,7 @@
 // WordPiece tokenizer, the model's last hidden state, mean pooling over the mask, L2 normalisation) and
 // show their cosine similarity.
 import * as webinfer from "../assets/webinfer.mjs";
-import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -59,12 +59,13 @@ async function main() {
   const q = query();
   if (q.has("a")) boxA.value = q.get("a");
   if (q.has("b")) boxB.value = q.get("b");
-  const session = await webinfer.load("artifact/", {
+  const session = await webinfer.load("artifact/", { path: q.get("path") || undefined,
     onProgress: progressBar(document.getElementById("progress"), statusEl) });
   await embed(session, ["warm up the kernels", "once"]);
   const timings = { ...session.timings, ready_ms: Math.round(performance.now()) };
   document.body.dataset.ready = "1";
-  document.getElementById("timings").textContent = timingText(timings);
+  document.getElementById("timings").textContent = `${timingText(timings)}; ${pathText(session)}`;
+  resultEl.dataset.path = JSON.stringify({ path: session.path, why: session.pathWhy });
   resultEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready";
   const btn = document.getElementById("compare");

@@ -15,7 +15,7 @@ from functools import partial
 import onnx_ir as ir
 
 from ...errors import WebinferError
-from . import chat_format, gqa, head, kv_cache, pack_qkv
+from . import chat_format, gqa, head, kv_cache, pack_qkv, verify
 
 DEFAULT_MAX_SEQ = 1024
 # contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
@@ -34,8 +34,9 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
     return {
         "kv_cache": partial(gqa.run if grouped else kv_cache.run, max_seq=max_seq),
         "pack_qkv": pack_qkv.run,
-        "last_token_logits": head.last_token_logits,
+        "last_token_logits": verify.last_rows_logits,  # the last verify_rows positions (1 unless verifying)
         "sample_token": partial(head.sample_token, max_seq=max_seq),
+        "verify_draft": verify.verify_draft,
     }
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
+from . import cli_speculative
 from .errors import WebinferError
 
 
@@ -235,15 +236,15 @@ def cmd_generate(args) -> int:
     gen = Generator.load(args.artifact)
     opts["chat"] = args.chat
     try:
-        for tok in gen.generate(args.prompt, **opts):
+        for tok in gen.generate(args.prompt, **opts, **cli_speculative.options(args)):
             if not args.json:
                 print(tok.text, end="", flush=True)
     except KeyboardInterrupt:
         gen.cancel()
     st = gen.stats
     if args.json:
-        print(json.dumps({k: st.get(k) for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
-                                                 "ttft_s")}, ensure_ascii=False))
+        print(json.dumps({k: st[k] for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
+                                             "ttft_s", "speculative") if k in st}, ensure_ascii=False))
     else:
         print()
         print(f"[{len(st['prompt_ids'])} prompt tokens, {len(st['token_ids'])} generated; prefill "
@@ -336,6 +337,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--repetition-penalty", type=A.finite_float, default=1.0, help="> 0; 1 (the default) is none")
     g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    cli_speculative.add_flags(g)
     g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")

@@ -45,23 +45,20 @@ class NgramDrafter:
                     return follow + [follow[-1]] * (self.k - len(follow))
         return []
 
-    def reset(self) -> None:
-        pass
-
 
 class ModelDrafter:
-    """A small model's greedy continuation; its cache follows the target's accepted ids."""
+    """A small model's greedy continuation; its cache follows the target's accepted ids (the draft
+    Generator's own record of what its cache holds, so it stays usable on its own)."""
 
     def __init__(self, draft, k: int):
         self.draft, self.k = draft, k
-        self.cached: list[int] = []  # the ids whose keys/values the draft's cache holds, from position 0
 
     async def propose(self, history: list[int]) -> list[int]:
         d = self.draft
-        common = _common_prefix(self.cached, history, len(history) - 1)
         if len(history) + self.k > d.max_seq:
             return []
-        self.cached = []  # unknown until the proposals are read
+        common = _common_prefix(d._cached, history, len(history) - 1)
+        d._cached = []  # unknown until the proposals are read
         ticket = d._launch(history[common:], common, GREEDY, 0, 0, [], None, True)
         pos, out = len(history), []
         for j in range(self.k):
@@ -71,17 +68,13 @@ class ModelDrafter:
             (tok,) = await d.core.collect(ticket)
             out.append(struct.unpack("<i", tok.data[:4])[0])
             ticket, pos = nxt, pos + 1
-        self.cached = list(history) + out[:-1]
+        d._cached = list(history) + out[:-1]
         return out
-
-    def reset(self) -> None:
-        self.cached = []
 
 
 def make_drafter(speculative, target, k: int):
     """``"ngram"`` or a Generator (the draft model) -> a drafter proposing ``k`` tokens."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 32:
-        raise WebinferError(f"draft_tokens must be an integer in 1..32, got {k!r}")
+    check_draft_tokens(k)
     if speculative == "ngram":
         return NgramDrafter(k)
     if hasattr(speculative, "core") and hasattr(speculative, "_launch"):
@@ -91,6 +84,11 @@ def make_drafter(speculative, target, k: int):
                                 "decoding needs a draft of the same tokenizer")
         return ModelDrafter(speculative, k)
     raise WebinferError(f"speculative must be 'ngram' or a Generator (a draft model), got {speculative!r}")
+
+
+def check_draft_tokens(k) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 32:
+        raise WebinferError(f"draft_tokens must be an integer in 1..32, got {k!r}")
 
 
 def vocab_size(gen) -> int:

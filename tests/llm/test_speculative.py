@@ -164,3 +164,50 @@ def test_generate_cli_speculative_json(tiny_wi, tmp_path):
     bad = subprocess.run(cmd + ["--speculative", str(tmp_path / "missing.wi")], capture_output=True, text=True,
                          cwd=ROOT, timeout=300)
     assert bad.returncode != 0 and bad.stderr.startswith("webinfer: error:") and "Traceback" not in bad.stderr
+
+
+SMOLLM_PROMPTS = [
+    "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the river bank.",
+    "Read the passage and quote the sentence about size.\n\nThe Amazon basin covers seven million square "
+    "kilometres. Most of the forest is in Brazil.",
+    "What is the capital of France?",
+]
+
+
+@pytest.mark.slow
+def test_smollm_greedy_speculative_equals_plain(smollm_dir, tmp_path_factory):
+    """SmolLM2-135M-Instruct (int4, as served): prompt-lookup decoding gives plain greedy decoding's ids."""
+    art = tmp_path_factory.mktemp("smollm-spec") / "smollm.wi"
+    webinfer.build(str(smollm_dir / "model.onnx"), str(art), max_seq=384, quantize="int4", target="software")
+    gen = Generator.load(str(art))
+    accepted = 0
+    for prompt, k in zip(SMOLLM_PROMPTS, (4, 7, 4)):
+        ids = gen.chat_ids([{"role": "user", "content": prompt}])
+        assert _spec(gen, ids, 40, "ngram", k=k) == _plain(gen, ids, 40), prompt
+        accepted += gen.stats["speculative"]["accepted"]
+    assert accepted > 0
+
+
+def test_artifacts_without_the_verify_head_still_generate(tiny_llama_dir, tiny_gen, tmp_path, monkeypatch):
+    """An artifact built before the verification head (last-position head, no verify_ids input): plain
+    generation gives the same ids; speculative decoding is refused in one line."""
+    from webinfer.graph import llm
+    from webinfer.graph.llm import head
+
+    real = llm.generation_rewrites
+
+    def before(model, max_seq):
+        rewrites = real(model, max_seq)
+        if rewrites:
+            rewrites["last_token_logits"] = head.last_token_logits
+            rewrites.pop("verify_draft")
+        return rewrites
+
+    monkeypatch.setattr(llm, "generation_rewrites", before)
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(tmp_path / "old.wi"), max_seq=300, target="software")
+    old = Generator.load(str(tmp_path / "old.wi"))
+    assert "verify_ids" not in old._inputs
+    ids = _prompts(1, seed=8)[0]
+    assert _plain(old, ids, 12) == _plain(tiny_gen, ids, 12)
+    with pytest.raises(WebinferError, match="no verification head"):
+        _spec(old, ids, 12, "ngram")

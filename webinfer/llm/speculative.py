@@ -73,10 +73,13 @@ class ModelDrafter:
 
 
 def make_drafter(speculative, target, k: int):
-    """``"ngram"`` or a Generator (the draft model) -> a drafter proposing ``k`` tokens."""
+    """``"ngram"`` or a Generator (the draft model) -> a drafter proposing ``k`` tokens; a drafter passed
+    in (e.g. ``NgramDrafter(k, min_ngram=2)``) is used as it is."""
     check_draft_tokens(k)
     if speculative == "ngram":
         return NgramDrafter(k)
+    if isinstance(speculative, (NgramDrafter, ModelDrafter)):  # a drafter made with other settings
+        return speculative
     if hasattr(speculative, "core") and hasattr(speculative, "_launch"):
         tv, dv = vocab_size(target), vocab_size(speculative)
         if tv != dv:
@@ -148,7 +151,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 break
             failed = True
             # history[-1] is not in the cache yet: it is this step's first input, at position pos
-            draft = await drafter.propose(history) if pos + k + 1 <= gen.max_seq else []
+            draft = (await drafter.propose(history))[:max(0, gen.max_seq - pos - 1)]
             if draft:
                 ticket = gen._launch([history[-1]] + draft, pos, params, seed, step, [], None, False,
                                      outputs=("verify_result",), verify=draft + [-1])

@@ -25,7 +25,8 @@
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
 //   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos}; temperature 0
 //   (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
-//   (ttft_s, decode_tok_s) and reused_tokens.
+//   (ttft_s, decode_tok_s) and reused_tokens. {speculative: "ngram", draftTokens: k}: prompt-lookup speculative
+//   decoding (same ids when greedy; stats.speculative.acceptance_rate).
 // onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
 
 const TYPED = {
@@ -34,7 +35,8 @@ const TYPED = {
   uint64: BigUint64Array, bool: Uint8Array,
 };
 const OPTIONS = { maxNewTokens: "max_new_tokens", temperature: "temperature", topK: "top_k", topP: "top_p",
-  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos" };
+  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos",
+  speculative: "speculative", draftTokens: "draft_tokens" };
 
 export class Tensor {
   constructor(type, data, dims) {

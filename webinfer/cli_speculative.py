@@ -8,8 +8,8 @@ def add_flags(g) -> None:
     g.add_argument("--speculative", metavar="ngram|DRAFT.wi",
                    help="speculative decoding: prompt-lookup drafts ('ngram') or a draft model's artifact of the "
                         "same tokenizer; greedy output is unchanged, sampling keeps its distribution")
-    g.add_argument("--draft-tokens", type=int, default=4, metavar="K",
-                   help="tokens drafted per verification step (default 4)")
+    g.add_argument("--draft-tokens", type=int, metavar="K",
+                   help="tokens drafted per verification step (default 7 for ngram, 4 for a draft model)")
 
 
 def options(args) -> dict:
@@ -19,6 +19,7 @@ def options(args) -> dict:
     from .llm.generate import Generator
     from .llm.speculative import check_draft_tokens
 
-    check_draft_tokens(args.draft_tokens)
+    if args.draft_tokens is not None:
+        check_draft_tokens(args.draft_tokens)
     draft = "ngram" if args.speculative == "ngram" else Generator.load(args.speculative)
     return {"speculative": draft, "draft_tokens": args.draft_tokens}

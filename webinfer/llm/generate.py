@@ -131,9 +131,9 @@ class Generator:
     async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
                         top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
                         stop_at_eos: bool = True, system: str | None = None, speculative=None,
-                        draft_tokens: int = 4):
+                        draft_tokens: int | None = None):
         """Async iterator of Tokens. ``prompt`` is text (or a list of token ids). ``speculative``: "ngram" or
-        a draft Generator, proposing ``draft_tokens`` tokens a step (llm/speculative.py)."""
+        a draft Generator, proposing ``draft_tokens`` tokens a step (default 7 / 4: llm/speculative.py)."""
         ids = list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt, chat, system)
         check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
         if not ids:

@@ -29,8 +29,12 @@ REPEATING = [
     "Fix the spelling in this text and write it out in full:\n" + PARAGRAPH.replace("covers", "coverss")
     .replace("territory", "teritory").replace("most", "moost"),
     f"Read the passage and answer by quoting the sentence that says how large the basin is.\n\n{PARAGRAPH}",
-    f"Rename the variable x to value everywhere in this code and print the whole code:\n\n{CODE}",
     f"Repeat the following text exactly, then say 'done':\n\n{PARAGRAPH}",
+    "Here is a shopping list: apples, bananas, cherries, dates, figs, grapes, lemons, mangoes, oranges. Write the "
+    "whole list again with kiwis added at the end.",
+    f"Add a docstring to each function in this code and print the whole code:\n\n{CODE}",
+    "Correct the grammar of this sentence and write it out: The students was going to the library every days "
+    "because they needs to study for they exams.",
 ]
 ORDINARY = [
     "Write a short poem about the sea.",
@@ -167,7 +171,7 @@ def main() -> int:
 
     artifact = smollm_artifact(a.artifact)
     if a.browser or a.browser_only:
-        groups = [["repeating context", REPEATING[1:]], ["ordinary", ORDINARY[:2]]]
+        groups = [["repeating context", REPEATING[1:3]], ["ordinary", ORDINARY[:2]]]
         report(browser(artifact, groups, a.browser_tokens, a.draft_tokens))
         if a.browser_only:
             return 0

@@ -37,8 +37,22 @@ class NgramDrafter:
 
     def __init__(self, k: int, max_ngram: int = 3, min_ngram: int = 2):
         self.k, self.max_ngram, self.min_ngram = k, max_ngram, min_ngram
+        self.skip = self.backoff = 0
+
+    def observe(self, accepted: int, drafted: int) -> None:
+        """After a verification: one that gained less than 2 tokens cost more than it gave (a step of k + 1
+        rows costs about 2 plain steps on the software class), so drafting pauses for 1, 2, 4, then 8 steps
+        while that goes on."""
+        if accepted < 2:
+            self.backoff = min(8, max(1, 2 * self.backoff))
+            self.skip = self.backoff
+        else:
+            self.backoff = 0
 
     async def propose(self, history: list[int]) -> list[int]:
+        if self.skip > 0:
+            self.skip -= 1
+            return []
         n_hist = len(history)
         for n in range(min(self.max_ngram, n_hist - 1), self.min_ngram - 1, -1):
             tail = history[n_hist - n:]
@@ -167,6 +181,8 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 spec["drafted"] += len(draft)
                 spec["accepted"] += n
                 spec["verify_steps"] += 1
+                if hasattr(drafter, "observe"):
+                    drafter.observe(n, len(draft))
             else:
                 ticket = gen._launch([history[-1]], pos, params, seed, step, [], None, False)
                 (tok,) = await gen.core.collect(ticket)

@@ -147,6 +147,15 @@ def test_ngram_drafter_proposes_the_latest_continuation():
     assert run_sync(d.propose([1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2])) == [4, 5, 6]  # latest match of [1, 2]
     assert run_sync(d.propose([7, 8, 9, 7, 8])) == [9, 7, 8]
     assert run_sync(d.propose([1, 2, 3, 1])) == []  # matches of one token draft nothing by default
+    # idle: known before the next token: no 2-token match can end with it when the last token is new
+    assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
+    d.observe(1, 3)  # a verification that gained less than 2 tokens: one step without drafts
+    assert d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
+    d.observe(0, 3)  # twice in a row: two steps
+    assert run_sync(d.propose([7, 8, 9, 7, 8])) == [] and d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
+    d.observe(3, 3)  # a good one ends the back-off
+    d.observe(0, 3)
+    assert d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
     one = NgramDrafter(3, min_ngram=1)
     assert run_sync(one.propose([1, 2, 3, 1])) == [2, 3, 1]
     assert run_sync(one.propose([5, 6, 5])) == [6, 5, 5]  # a short continuation repeats its last token

@@ -49,6 +49,14 @@ class NgramDrafter:
         else:
             self.backoff = 0
 
+    def idle(self, history: list[int]) -> bool:
+        """Known before the next token is read: no draft will follow it (a back-off step, or history[-1] never
+        occurred before, so no match of 2+ tokens can end with the next token). Consumes a back-off step."""
+        if self.skip > 0:
+            self.skip -= 1
+            return True
+        return self.min_ngram >= 2 and history[-1] not in history[:-1]
+
     async def propose(self, history: list[int]) -> list[int]:
         if self.skip > 0:
             self.skip -= 1
@@ -151,13 +159,34 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     t0 = time.perf_counter()
     t_first = None
     gen._cached = []
-    ticket = gen._launch(ids[reused:], reused, params, seed, 0, [], None, False)
-    (tok,) = await gen.core.collect(ticket)
-    new = [struct.unpack("<i", tok.data[:4])[0]]
-    t_first = time.perf_counter()
-    pos, step, failed, done = len(ids), 1, False, False
+    # Plain steps are launched with overlap: while one is in flight, the next may already be launched with its
+    # token copied on the GPU, when the drafter knows it will not draft there (``idle``), as plain decoding does.
+    ticket, kind = gen._launch(ids[reused:], reused, params, seed, 0, [], None, True), "plain"
+    pos, base, draft = len(ids), 0, []  # pos: the cache's length once ``ticket`` is done (a plain step's)
+    step, failed, done = 1, True, False
     try:
         while True:
+            nxt = None
+            if (kind == "plain" and len(out_ids) + 1 < max_new_tokens and not gen._cancelled
+                    and pos < gen.max_seq and hasattr(drafter, "idle") and drafter.idle(history)):
+                nxt = gen._launch([0], pos, params, seed, step, [], ticket["outputs"]["next_token"], True)
+                step += 1
+                spec["plain_steps"] += 1
+            (res,) = await gen.core.collect(ticket)
+            if kind == "plain":
+                new = [struct.unpack("<i", res.data[:4])[0]]
+            else:
+                n, token = struct.unpack("<2i", res.data[:8])
+                new = draft[:n] + [token]
+                pos = base + n + 1  # the step's first input and the accepted drafts are in the cache now
+                spec["drafted"] += len(draft)
+                spec["accepted"] += n
+                spec["verify_steps"] += 1
+                if hasattr(drafter, "observe"):
+                    drafter.observe(n, len(draft))
+            if t_first is None:
+                t_first = time.perf_counter()
+            failed = False  # from here on a stop leaves the cache consistent
             for token in new:
                 out_ids.append(token)
                 history.append(token)
@@ -170,27 +199,18 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
             if done:
                 break
             failed = True
-            # history[-1] is not in the cache yet: it is this step's first input, at position pos
+            if nxt is not None:
+                ticket, kind, pos = nxt, "plain", pos + 1
+                continue
+            # history[-1] is not in the cache yet: it is the next step's first input, at position pos
             draft = (await drafter.propose(history))[:max(0, gen.max_seq - pos - 1)]
             if draft:
-                ticket = gen._launch([history[-1]] + draft, pos, params, seed, step, [], None, False,
-                                     outputs=("verify_result",), verify=draft + [-1])
-                (res,) = await gen.core.collect(ticket)
-                n, token = struct.unpack("<2i", res.data[:8])
-                new = draft[:n] + [token]
-                spec["drafted"] += len(draft)
-                spec["accepted"] += n
-                spec["verify_steps"] += 1
-                if hasattr(drafter, "observe"):
-                    drafter.observe(n, len(draft))
+                ticket, kind, base = gen._launch([history[-1]] + draft, pos, params, seed, step, [], None, False,
+                                                 outputs=("verify_result",), verify=draft + [-1]), "verify", pos
             else:
-                ticket = gen._launch([history[-1]], pos, params, seed, step, [], None, False)
-                (tok,) = await gen.core.collect(ticket)
-                new = [struct.unpack("<i", tok.data[:4])[0]]
+                ticket, kind, pos = gen._launch([history[-1]], pos, params, seed, step, [], None, True), "plain", pos + 1
                 spec["plain_steps"] += 1
-            pos += len(new)  # the step's first input and the accepted drafts are in the cache now
             step += 1
-            failed = False
     finally:
         # the cache holds every token but the last (the verification wrote the accepted drafts' rows)
         gen._cached = [] if failed else ids + out_ids[:-1]

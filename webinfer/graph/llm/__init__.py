@@ -2,8 +2,8 @@
 
 ``generation_rewrites(model, max_seq)`` returns the passes graph/optimize.py runs between the clean-up and
 the fusions: the in-place KV cache with its attention (kv_cache.py; gqa.py for onnxruntime's
-GroupQueryAttention), each layer's q/k/v projections as one matmul (pack_qkv.py), last-position logits
-and on-GPU sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
+GroupQueryAttention), each layer's q/k/v projections as one matmul (pack_qkv.py), the logits of the last
+position (or of the last k + 1 when a draft is verified, verify.py) and on-GPU sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
 artifact.
 """
 

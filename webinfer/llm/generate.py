@@ -147,7 +147,7 @@ class Generator:
         if speculative is not None:
             from .speculative import agenerate_speculative
 
-            async for tok in agenerate_speculative(self, ids, speculative, draft_tokens, eos=eos, seed=seed,
+            async for tok in agenerate_speculative(self, ids, speculative, draft_tokens, Token, eos=eos, seed=seed,
                                                    max_new_tokens=max_new_tokens, temperature=temperature,
                                                    top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty):
                 yield tok

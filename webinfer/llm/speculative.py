@@ -136,12 +136,11 @@ def check_verify_head(gen) -> None:
                             "rebuild it to decode speculatively")
 
 
-async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: int, *, max_new_tokens: int,
-                                temperature: float, top_k: int, top_p: float, seed: int, eos,
-                                repetition_penalty: float = 1.0):
-    """Async iterator of Tokens, as ``Generator.agenerate`` (which checks the options and calls this)."""
-    from .generate import Token, _NoText
-
+async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: int | None, token_type, *,
+                                max_new_tokens: int, temperature: float, top_k: int, top_p: float, seed: int,
+                                eos, repetition_penalty: float = 1.0):
+    """Async iterator of Tokens (``token_type``: llm.generate.Token, given so this module does not import it
+    back), as ``Generator.agenerate`` (which checks the options and calls this)."""
     if repetition_penalty != 1.0:
         raise WebinferError("speculative decoding does not take a repetition penalty (the verification head "
                             "has none): leave it at 1")
@@ -192,7 +191,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 history.append(token)
                 text = decoder.push(token)
                 gen.stats["text"] += text
-                yield Token(token, text)
+                yield token_type(token, text)
                 if token == eos or gen._cancelled or len(out_ids) == max_new_tokens:
                     done = True
                     break
@@ -224,6 +223,16 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
         "decode_tok_s": n_decode / (t_end - t_first) if n_decode > 0 and t_end > t_first else None,
         "cancelled": gen._cancelled,
     })
+
+
+class _NoText:
+    """The stream decoder of an artifact without a tokenizer: tokens have no text."""
+
+    def push(self, token: int) -> str:
+        return ""
+
+    def flush(self) -> str:
+        return ""
 
 
 def _common_prefix(a: list[int], b: list[int], limit: int) -> int:

@@ -131,7 +131,9 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
              "position_ids": HostTensor("int64", (1, 1), array("q", [pos]).tobytes()),
              "sampling_params": HostTensor("float32", (4,), struct.pack("<4f", 0, 0, 1, 1)),
              "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", 0, 0)),
-             "penalty_ids": HostTensor("int32", (n_pen,), array("i", [-1] * n_pen).tobytes())}
+             "penalty_ids": HostTensor("int32", (n_pen,), array("i", [-1] * n_pen).tobytes()),
+             "verify_ids": HostTensor("int32", (1,), array("i", [-1]).tobytes())}
+    feeds = {k: v for k, v in feeds.items() if k in gen._inputs}  # (artifacts built before the verify head)
     dims = {gen.past_dim: pos}
     gen.core.profile(feeds, dims)
     rows = gen.core.profile(feeds, dims)

@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
-from . import cli_prefix, cli_speech, cli_vision
+from . import cli_prefix, cli_speculative, cli_speech, cli_vision
 from .errors import WebinferError
 
 
@@ -229,7 +229,7 @@ def cmd_generate(args) -> int:
     cache = cli_prefix.before(gen, args)
     opts["chat"] = args.chat
     try:
-        for tok in gen.generate(args.prompt, **opts):
+        for tok in gen.generate(args.prompt, **opts, **cli_speculative.options(args)):
             if not args.json:
                 print(tok.text, end="", flush=True)
     except KeyboardInterrupt:
@@ -237,8 +237,8 @@ def cmd_generate(args) -> int:
     cli_prefix.after(gen, args, cache)
     st = gen.stats
     if args.json:
-        print(json.dumps({k: st.get(k) for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
-                                                 "ttft_s")}, ensure_ascii=False))
+        print(json.dumps({k: st[k] for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
+                                             "ttft_s", "speculative") if k in st}, ensure_ascii=False))
     else:
         print()
         print(f"[{len(st['prompt_ids'])} prompt tokens, {len(st['token_ids'])} generated; prefill "
@@ -334,6 +334,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     cli_prefix.add_generate_flags(g)
+    cli_speculative.add_flags(g)
     g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")

@@ -163,8 +163,10 @@ class Generator:
 
     async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
                         top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
-                        stop_at_eos: bool = True, system: str | None = None):
-        """Async iterator of Tokens. ``prompt`` is text (or a list of token ids)."""
+                        stop_at_eos: bool = True, system: str | None = None, speculative=None,
+                        draft_tokens: int | None = None):
+        """Async iterator of Tokens. ``prompt`` is text (or a list of token ids). ``speculative``: "ngram" or
+        a draft Generator, proposing ``draft_tokens`` tokens a step (default 7 / 4: llm/speculative.py)."""
         ids = list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt, chat, system)
         check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
         if not ids:
@@ -175,6 +177,14 @@ class Generator:
                                 "tokens, or rebuild with a larger --max-seq)")
         self._cancelled = False
         eos = self.tokenizer.eos_token_id if stop_at_eos and self.tokenizer is not None else None
+        if speculative is not None:
+            from .speculative import agenerate_speculative
+
+            async for tok in agenerate_speculative(self, ids, speculative, draft_tokens, Token, eos=eos, seed=seed,
+                                                   max_new_tokens=max_new_tokens, temperature=temperature,
+                                                   top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty):
+                yield tok
+            return
         params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
         history = list(ids)
         decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer is not None else _NoText()
@@ -226,9 +236,10 @@ class Generator:
         })
 
     def _launch(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int],
-                token_buffer, overlap: bool, outputs: tuple = ("next_token",)) -> dict:
+                token_buffer, overlap: bool, outputs: tuple = ("next_token",), verify: list[int] | None = None) -> dict:
         """Submit one step. ``token_buffer``: the GPU buffer holding the previous step's sampled token, copied
-        into input_ids on the GPU (``ids`` then only gives the shape). ``outputs``: what to read back."""
+        into input_ids on the GPU (``ids`` then only gives the shape). ``outputs``: what to read back.
+        ``verify``: the draft tokens this step checks (llm/speculative.py), one per id, the last unused."""
         n = len(ids)
         pen = array("i", history[-self._penalty_len:])
         pen.extend([-1] * (self._penalty_len - len(pen)))
@@ -239,6 +250,7 @@ class Generator:
             "sampling_params": HostTensor("float32", (4,), params),
             "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", seed & 0xFFFFFFFF, step)),
             "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
+            "verify_ids": HostTensor("int32", (len(verify or [0]),), array("i", verify or [-1]).tobytes()),
         }
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None

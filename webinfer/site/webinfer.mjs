@@ -29,7 +29,8 @@
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
 //   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos, prefixCache}; temperature
 //   0 (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
-//   (ttft_s, decode_tok_s) and reused_tokens.
+//   (ttft_s, decode_tok_s) and reused_tokens. {speculative: "ngram", draftTokens: k}: prompt-lookup speculative
+//   decoding (same ids when greedy; stats.speculative.acceptance_rate).
 //   prefixCache (off by default; per chat, or per send): a conversation that opens with a system message keeps
 //   that prompt's KV cache in Cache Storage, so the next visit restores it instead of prefilling it;
 //   chat.stats.prefix_cache says what happened ({status: "restored" | "refused" | "miss" | "held", ...}).
@@ -41,7 +42,8 @@ const TYPED = {
   uint64: BigUint64Array, bool: Uint8Array,
 };
 const OPTIONS = { maxNewTokens: "max_new_tokens", temperature: "temperature", topK: "top_k", topP: "top_p",
-  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos" };
+  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos",
+  speculative: "speculative", draftTokens: "draft_tokens" };
 
 export class Tensor {
   constructor(type, data, dims) {

@@ -2,8 +2,8 @@
 
 ``generation_rewrites(model, max_seq)`` returns the passes graph/optimize.py runs between the clean-up and
 the fusions: the in-place KV cache with its attention (kv_cache.py; gqa.py for onnxruntime's
-GroupQueryAttention), each layer's q/k/v projections as one matmul (pack_qkv.py), last-position logits
-and on-GPU sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
+GroupQueryAttention), each layer's q/k/v projections as one matmul (pack_qkv.py), the logits of the last
+position (or of the last k + 1 when a draft is verified, verify.py) and on-GPU sampling (head.py). ``tokenizer_assets(model_path)`` names the tokenizer files that travel with the
 artifact.
 """
 
@@ -15,7 +15,7 @@ from functools import partial
 import onnx_ir as ir
 
 from ...errors import WebinferError
-from . import chat_format, gqa, head, kv_cache, pack_qkv
+from . import chat_format, gqa, head, kv_cache, pack_qkv, verify
 
 DEFAULT_MAX_SEQ = 1024
 # contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
@@ -34,8 +34,9 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
     return {
         "kv_cache": partial(gqa.run if grouped else kv_cache.run, max_seq=max_seq),
         "pack_qkv": pack_qkv.run,
-        "last_token_logits": head.last_token_logits,
+        "last_token_logits": verify.last_rows_logits,  # the last verify_rows positions (1 unless verifying)
         "sample_token": partial(head.sample_token, max_seq=max_seq),
+        "verify_draft": verify.verify_draft,
     }
 
 

@@ -29,7 +29,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           limits: str | None = None, tiles: str | None = None, input_values: dict | None = None, validate: bool = True,
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
-          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False) -> dict:
+          nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
+          sentence_embedding: str | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -45,6 +46,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
     and a classification epilogue (top-k scores and labels out), graph/prepost.py.
+    ``sentence_embedding`` (``auto``: as the sentence-transformers config beside the model says, or a mode):
+    pooling and normalisation as a ``sentence_embedding`` output, graph/pooling.py.
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
@@ -57,6 +60,10 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
         extra["preprocess"] = prepost.add_image_prologue(ir_model, preprocess)
     if postprocess is not None:
         extra["classify"], assets = prepost.add_classifier_epilogue(ir_model, postprocess)
+    if sentence_embedding is not None:
+        from .graph.pooling import add_sentence_pooling
+
+        add_sentence_pooling(ir_model, model, sentence_embedding)
     check_dim_names(ir_model, dims)
     check_type_constraints(ir_model)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
@@ -68,7 +75,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
-    cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
+    cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess or sentence_embedding, rewrites) if cpu else (
+        None, None)
     index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
@@ -163,7 +171,7 @@ def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | 
     """(a note for the caller, the bytes to store or None): the CPU path runs the source graph, so it is stored
     only where the artifact's inputs and outputs are the source's (else the model is not even serialized)."""
     why = ("an image prologue (--preprocess)" if preprocess is not None else
-           "a classification epilogue (--postprocess)" if postprocess is not None else
+           "an epilogue (--postprocess, --sentence-embedding)" if postprocess is not None else
            "a KV-cache decoder built for generation" if rewrites else None)
     if why is not None:
         return {"skipped": f"{why} changes the inputs or outputs; the CPU path runs generic models only"}, None

@@ -14,6 +14,7 @@ from ..errors import WebinferError
 TASKS = {
     "image-classification": "webinfer.tasks.classification:ImageClassification",
     "text-generation": "webinfer.tasks.generation:TextGeneration",
+    "feature-extraction": "webinfer.tasks.feature_extraction:FeatureExtraction",
 }
 
 

@@ -279,7 +279,7 @@ class Embeddings:
 
     async def acreate(self, input, model: str | None = None, encoding_format: str = "float", dimensions=None,
                       **extra):
-        from ..tasks.feature_extraction import embeddings_response
+        from .embeddings import embeddings_response
 
         extra.pop("user", None)
         if extra:
@@ -301,7 +301,7 @@ class Models:
 
 class Client:
     """The API over a generation artifact (``generator``: an llm.generate.Generator) and/or an embedding
-    artifact (``embedder``: a tasks.feature_extraction.FeatureExtraction). ``model``: the name requests and
+    artifact (``embedder``: an llm.embeddings.Embedder). ``model``: the name requests and
     answers use (requests naming another model are refused)."""
 
     def __init__(self, generator=None, embedder=None, model: str | None = None, embedding_model: str | None = None):
@@ -324,9 +324,9 @@ class Client:
 
             gen = Generator.load(artifact, device=device)
         if embeddings is not None:
-            from ..tasks.feature_extraction import FeatureExtraction
+            from .embeddings import load_embedder
 
-            emb = FeatureExtraction(embeddings, device=device)
+            emb = load_embedder(embeddings, device=device)
         return cls(gen, emb, model_name(artifact) if artifact else None,
                    model_name(embeddings) if embeddings else None)
 
@@ -350,8 +350,12 @@ def _is_generation(path: str) -> bool:
 
 
 def model_name(path: str) -> str:
-    """A model's name from its artifact folder: ``out/smollm2.wi/`` -> ``smollm2``."""
-    base = str(path).rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    """A model's name from its artifact folder or URL: ``out/smollm2.wi/`` -> ``smollm2``, a bundled page's
+    ``.../chat/artifact/`` -> ``chat``."""
+    parts = [p for p in str(path).split("?", 1)[0].replace("\\", "/").split("/") if p]
+    base = parts[-1] if parts else "model"
+    if base == "artifact" and len(parts) > 1 and not parts[-2].endswith(":"):
+        base = parts[-2]
     return base[:-3] if base.endswith(".wi") and len(base) > 3 else base
 
 

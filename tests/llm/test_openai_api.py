@@ -1,0 +1,144 @@
+"""The OpenAI-shaped API (webinfer/llm/openai_api.py, webinfer/serve_api.py), checked with the real ``openai``
+client against `webinfer serve --api` on SmolLM2-135M-Instruct and all-MiniLM-L6-v2: a streamed completion's
+text equals the Generator's greedy text (itself equal to onnxruntime's, test_smollm_greedy.py), embeddings
+equal numpy's pooling over onnxruntime's hidden states; unsupported parameters get one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import numpy as np
+import pytest
+
+import webinfer
+from webinfer.llm.openai_api import Client
+from webinfer.serve_api import MAX_BODY, serve_api_in_thread
+
+MESSAGES = [{"role": "user", "content": "Name three colours."}]
+
+
+@pytest.fixture(scope="module")
+def minilm_wi(tmp_path_factory):
+    from webinfer.models import export_minilm
+
+    src = export_minilm()
+    out = tmp_path_factory.mktemp("minilm") / "minilm.wi"
+    webinfer.build(str(src / "model.onnx"), str(out), target="software", sentence_embedding="auto")
+    return src, out
+
+
+@pytest.fixture(scope="module")
+def smol_wi(smollm_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("smol") / "smol.wi"
+    webinfer.build(str(smollm_dir / "model.onnx"), str(out), max_seq=256, target="software")
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(smol_wi, minilm_wi):
+    client = Client.load(str(smol_wi), str(minilm_wi[1]))
+    srv, url = serve_api_in_thread(client)
+    yield client, url
+    srv.shutdown()
+    srv.server_close()
+
+
+def ort_sentence_embeddings(src, texts):
+    """The independent reference: onnxruntime's last hidden state, mean-pooled over the mask and L2-normalised
+    in numpy (sentence-transformers' Pooling + Normalize), the HF tokenizer's ids."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    sess = ort.InferenceSession(str(src / "model.onnx"), providers=["CPUExecutionProvider"])
+    out = []
+    for text in texts:
+        e = tok.encode(text)
+        ids, mask = np.array([e.ids]), np.array([e.attention_mask])
+        hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        v = (hidden * mask[..., None]).sum(1)[0] / max(mask.sum(), 1e-9)
+        out.append(v / max(np.linalg.norm(v), 1e-12))
+    return np.array(out)
+
+
+@pytest.mark.slow
+def test_openai_client_streams_chat_and_embeddings(server, minilm_wi):
+    import openai
+
+    client, url = server
+    oa = openai.OpenAI(base_url=url, api_key="none")
+    assert [m.id for m in oa.models.list()] == ["smol", "minilm"]
+    stream = oa.chat.completions.create(model="smol", messages=MESSAGES, stream=True, temperature=0, max_tokens=24,
+                                        stream_options={"include_usage": True})
+    parts, finish, usage, roles = [], None, None, []
+    for chunk in stream:
+        if chunk.choices:
+            parts.append(chunk.choices[0].delta.content or "")
+            roles.append(chunk.choices[0].delta.role)
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage is not None:
+            usage = chunk.usage
+    want = "".join(t.text for t in client.generator.chat(MESSAGES, max_new_tokens=24))
+    stats = client.generator.stats
+    assert "".join(parts) == want and want
+    assert roles[0] == "assistant" and finish == ("length" if len(stats["token_ids"]) == 24 else "stop")
+    assert (usage.prompt_tokens, usage.completion_tokens) == (len(stats["prompt_ids"]), len(stats["token_ids"]))
+    # the same request, not streamed; and a stop string trims the text before it
+    whole = oa.chat.completions.create(model="smol", messages=MESSAGES, temperature=0, max_tokens=24)
+    assert whole.choices[0].message.content == want and whole.object == "chat.completion"
+    cut = want.split()[2]
+    stopped = oa.chat.completions.create(messages=MESSAGES, model="smol", temperature=0, max_tokens=24, stop=[cut])
+    assert stopped.choices[0].message.content == want[:want.index(cut)]
+    assert stopped.choices[0].finish_reason == "stop"
+
+    texts = ["A man is eating food.", "The weather is lovely today, isn't it?", "hi"]
+    emb = oa.embeddings.create(model="minilm", input=texts)  # (the client asks for base64 float32)
+    got = np.array([d.embedding for d in emb.data])
+    np.testing.assert_allclose(got, ort_sentence_embeddings(minilm_wi[0], texts), atol=2e-5)
+    assert emb.usage.prompt_tokens > len(texts)
+    floats = oa.embeddings.create(model="minilm", input="hi", encoding_format="float")
+    np.testing.assert_allclose(floats.data[0].embedding, got[2], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_api_errors_are_one_line_openai_shaped(server):
+    import openai
+
+    _, url = server
+    oa = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+    cases = [({"logit_bias": {"5": 1}}, openai.BadRequestError, "logit_bias"),
+             ({"logprobs": True}, openai.BadRequestError, "logprobs"),
+             ({"n": 2}, openai.BadRequestError, "n must be 1"),
+             ({"model": "nope"}, openai.NotFoundError, "not loaded"),
+             ({"response_format": {"type": "json_object"}}, openai.BadRequestError, "constrained decoding"),
+             ({"temperature": 3}, openai.BadRequestError, "temperature")]
+    for extra, exc, words in cases:
+        with pytest.raises(exc) as info:
+            oa.chat.completions.create(**{"model": "smol", "messages": MESSAGES, "max_tokens": 2, **extra})
+        body = info.value.body
+        assert words in body["message"] and "\n" not in body["message"], body
+    for path, data, status in (("/v1/nothing", None, 404), ("/v1/chat/completions", b"{not json", 400),
+                               ("/v1/chat/completions", b"[]", 400)):
+        req = urllib.request.Request(url[:-3] + path, data=data, method="POST" if data else "GET",
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req)
+        assert info.value.code == status and set(json.loads(info.value.read())["error"]) >= {"message", "type"}
+    # a body over the bound is refused from its Content-Length, before it is read
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    with socket.create_connection((u.hostname, u.port), timeout=30) as sock:
+        sock.sendall(f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+        reply = sock.recv(65536).decode()
+    assert reply.startswith("HTTP/1.1 413") and '"error"' in reply
+
+
+def test_serve_api_cli_refuses_a_folder_without_manifest(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "webinfer.cli", "serve", str(tmp_path), "--api", "--port", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().startswith("webinfer: error:") and len(r.stderr.splitlines()) == 1

@@ -12,6 +12,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+from sentence_ref import ort_sentence_embeddings
 
 import webinfer
 from webinfer.llm.openai_api import Client
@@ -44,24 +45,6 @@ def server(smol_wi, minilm_wi):
     yield client, url
     srv.shutdown()
     srv.server_close()
-
-
-def ort_sentence_embeddings(src, texts):
-    """The independent reference: onnxruntime's last hidden state, mean-pooled over the mask and L2-normalised
-    in numpy (sentence-transformers' Pooling + Normalize), the HF tokenizer's ids."""
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(src / "tokenizer.json"))
-    sess = ort.InferenceSession(str(src / "model.onnx"), providers=["CPUExecutionProvider"])
-    out = []
-    for text in texts:
-        e = tok.encode(text)
-        ids, mask = np.array([e.ids]), np.array([e.attention_mask])
-        hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-        v = (hidden * mask[..., None]).sum(1)[0] / max(mask.sum(), 1e-9)
-        out.append(v / max(np.linalg.norm(v), 1e-12))
-    return np.array(out)
 
 
 @pytest.mark.slow
@@ -101,6 +84,9 @@ def test_openai_client_streams_chat_and_embeddings(server, minilm_wi):
     assert emb.usage.prompt_tokens > len(texts)
     floats = oa.embeddings.create(model="minilm", input="hi", encoding_format="float")
     np.testing.assert_allclose(floats.data[0].embedding, got[2], atol=1e-6)
+    from webinfer.tasks import pipeline
+
+    np.testing.assert_allclose(pipeline("feature-extraction", str(minilm_wi[1]))(texts), got, atol=1e-6)
 
 
 @pytest.mark.slow

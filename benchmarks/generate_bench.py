@@ -133,6 +133,7 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
              "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", 0, 0)),
              "penalty_ids": HostTensor("int32", (n_pen,), array("i", [-1] * n_pen).tobytes())}
     dims = {gen.past_dim: pos}
+    feeds.update(gen.logit_options.feeds())  # (no bias, no logprobs)
     gen.core.profile(feeds, dims)
     rows = gen.core.profile(feeds, dims)
     by = collections.defaultdict(lambda: [0, 0])

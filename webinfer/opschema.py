@@ -133,6 +133,7 @@ _DECLARED: list[OpSchema] = [
     OpSchema("ImageResize", WEBINFER_DOMAIN, epilogue="FusedImageResize", base_inputs=1),
     *(OpSchema(op, WEBINFER_DOMAIN, elementwise=True) for op in ("Gelu", "Swish")),
     OpSchema("SampleToken", WEBINFER_DOMAIN, random=True),
+    OpSchema("TokenLogprobs", WEBINFER_DOMAIN),  # (logits, token, k): graph/llm/logit_extras.py
     OpSchema("SoftmaxTopK", WEBINFER_DOMAIN, host_inputs=(1,)),  # (x, k): graph/passes/fuse_softmax_topk.py
     # -- control flow: subgraphs that read outer values cannot be evaluated alone (codegen: control_flow)
     *(OpSchema(op, foldable=False) for op in ("If", "Loop", "Scan")),

@@ -22,7 +22,8 @@ from http import HTTPStatus
 
 from .errors import WebinferError
 from .llm.api_request import parse_chat_request
-from .llm.openai_api import Client, _sync_iter, completion, completion_chunks
+from .llm.chat_completion import completion, completion_chunks
+from .llm.openai_api import Client, _sync_iter
 from .runtime.session import run_sync
 
 HOST = "127.0.0.1"

@@ -95,8 +95,9 @@ def test_api_errors_are_one_line_openai_shaped(server):
 
     _, url = server
     oa = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
-    cases = [({"logit_bias": {"5": 1}}, openai.BadRequestError, "logit_bias"),
-             ({"logprobs": True}, openai.BadRequestError, "logprobs"),
+    cases = [({"logit_bias": {"5": 101}}, openai.BadRequestError, "logit_bias"),
+             ({"logprobs": True, "top_logprobs": 21}, openai.BadRequestError, "top_logprobs"),
+             ({"logit_bias": {"49152": 1}}, openai.BadRequestError, "outside the vocabulary"),
              ({"n": 2}, openai.BadRequestError, "n must be 1"),
              ({"model": "nope"}, openai.NotFoundError, "not loaded"),
              ({"response_format": {"type": "json_object"}}, openai.BadRequestError, "constrained decoding"),
@@ -128,3 +129,56 @@ def test_serve_api_cli_refuses_a_folder_without_manifest(tmp_path):
     r = subprocess.run([sys.executable, "-m", "webinfer.cli", "serve", str(tmp_path), "--api", "--port", "0"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().startswith("webinfer: error:") and len(r.stderr.splitlines()) == 1
+
+
+def ort_logits(model_path, ids: list[int]) -> np.ndarray:
+    """onnxruntime's logits at every position of ``ids`` (one pass, empty cache), float64."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in sess.get_inputs()
+            if i.name.startswith("past_key_values.")}
+    feeds = {"input_ids": np.array([ids]), "attention_mask": np.ones((1, len(ids)), np.int64),
+             "position_ids": np.arange(len(ids))[None], **past}
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(["logits"], {k: v for k, v in feeds.items() if k in names})[0][0].astype(np.float64)
+
+
+def log_softmax(row: np.ndarray) -> np.ndarray:
+    m = row.max()
+    return row - m - np.log(np.exp(row - m).sum())
+
+
+@pytest.mark.slow
+def test_logprobs_and_logit_bias_on_the_gpu_match_onnxruntime(server, smollm_dir):
+    import openai
+
+    client, url = server
+    oa = openai.OpenAI(base_url=url, api_key="none")
+    r = oa.chat.completions.create(model="smol", messages=MESSAGES, temperature=0, max_tokens=6, logprobs=True,
+                                   top_logprobs=5)
+    stats = client.generator.stats
+    prompt, out = stats["prompt_ids"], stats["token_ids"]
+    logits = ort_logits(smollm_dir / "model.onnx", prompt + out[:-1])
+    entries = r.choices[0].logprobs.content
+    assert len(entries) == len(out)
+    for j, e in enumerate(entries):
+        ref = log_softmax(logits[len(prompt) - 1 + j])
+        assert abs(e.logprob - ref[out[j]]) < 2e-3
+        np.testing.assert_allclose([t.logprob for t in e.top_logprobs], np.sort(ref)[::-1][:5], atol=2e-3)
+        assert e.top_logprobs[0].token == e.token == client.generator.tokenizer.decode([out[j]])
+    # streamed: the same entries, spread over the content chunks
+    chunks = oa.chat.completions.create(model="smol", messages=MESSAGES, temperature=0, max_tokens=6, logprobs=True,
+                                        top_logprobs=5, stream=True)
+    streamed = [e for c in chunks for e in ((c.choices[0].logprobs.content or []) if c.choices[0].logprobs else [])]
+    assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in entries]
+    # a bias of -100 on the greedy first token: the runner-up comes first; +100 on another token forces it
+    first = log_softmax(logits[len(prompt) - 1])
+    best, second = (int(i) for i in np.argsort(-first)[:2])
+    oa.chat.completions.create(model="smol", messages=MESSAGES, temperature=0, max_tokens=1,
+                               logit_bias={str(best): -100})
+    assert client.generator.stats["token_ids"] == [second]
+    forced = oa.chat.completions.create(model="smol", messages=MESSAGES, temperature=0, max_tokens=2, logprobs=True,
+                                        logit_bias={"1000": 100})
+    assert client.generator.stats["token_ids"] == [1000, 1000]
+    assert forced.choices[0].logprobs.content[0].logprob > -1e-3  # (log-probabilities of the biased logits)

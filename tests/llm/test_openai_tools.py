@@ -149,7 +149,9 @@ def test_stop_string_ends_a_completion(smol_tokenizer):
 
 
 @pytest.mark.parametrize("body, words", [
-    ({"n": 3}, "n must be 1"), ({"logit_bias": {"1": 5}}, "logit_bias"), ({"logprobs": True}, "logprobs"),
+    ({"n": 3}, "n must be 1"), ({"logit_bias": {"x": 5}}, "not a token id"),
+    ({"logit_bias": {"1": 500}}, "[-100, 100]"), ({"top_logprobs": 3}, "needs logprobs"),
+    ({"logprobs": True, "top_logprobs": 30}, "0..20"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop must be"), ({"tools": [{"type": "function"}]}, "tools[0]"),
     ({"tool_choice": "required"}, "needs tools"), ({"frobnicate": 1}, "unsupported parameter(s): frobnicate"),
     ({"messages": [{"role": "wizard", "content": "x"}]}, "role"), ({"top_p": 1.5}, "top_p"),

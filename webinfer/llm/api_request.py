@@ -2,9 +2,9 @@
 
 Parameters follow OpenAI's meaning and defaults (temperature 1, top_p 1, n 1; ``max_tokens`` or
 ``max_completion_tokens`` default to what the KV cache has left). ``top_k`` and ``repetition_penalty`` are
-accepted as extras (as vLLM does). Refused with one line rather than ignored: ``n`` > 1, non-zero
-``presence_penalty`` / ``frequency_penalty``, ``logit_bias`` and ``logprobs`` (the GPU sampler has no bias
-input and reads back only the token id), audio and image content. Standard library only.
+accepted as extras (as vLLM does). ``logit_bias`` and ``logprobs``/``top_logprobs`` run on the GPU
+(llm/logit_options.py). Refused with one line rather than ignored: ``n`` > 1, non-zero ``presence_penalty`` /
+``frequency_penalty``, audio and image content. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import WebinferError
+from .logit_options import TOP, parse_logit_bias
 from .tool_calls import check_tools
 
 # Keys clients send that change nothing here (bookkeeping, or options with a single possible value).
@@ -37,6 +38,8 @@ class ChatRequest:
     tools: list[dict] | None = None
     tool_choice: object = "auto"  # "auto" | "none" | "required" | {"type": "function", "function": {"name"}}
     response_format: dict | None = None
+    logit_bias: dict[int, float] | None = None
+    top_logprobs: int | None = None  # None: no logprobs; 0..20 with logprobs=true
 
     @property
     def tools_offered(self) -> bool:
@@ -79,10 +82,16 @@ def parse_chat_request(body: dict) -> ChatRequest:
     for key in ("presence_penalty", "frequency_penalty"):
         if _given(body, key) and body[key] != 0:
             raise WebinferError(f"{key} is not supported (use repetition_penalty)")
-    if _given(body, "logit_bias") and body["logit_bias"] != {}:
-        raise WebinferError("logit_bias is not supported yet: webinfer's GPU sampler has no bias input")
-    if body.get("logprobs") or _given(body, "top_logprobs"):
-        raise WebinferError("logprobs are not supported yet: webinfer's GPU sampler reads back only the token id")
+    if _given(body, "logit_bias"):
+        req.logit_bias = parse_logit_bias(body["logit_bias"]) or None
+    logprobs = _bool(body, "logprobs", False)
+    if _given(body, "top_logprobs"):
+        top = body["top_logprobs"]
+        if not logprobs:
+            raise WebinferError("top_logprobs needs logprobs: true")
+        if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= TOP:
+            raise WebinferError(f"top_logprobs must be an integer in 0..{TOP}")
+    req.top_logprobs = (body.get("top_logprobs") or 0) if logprobs else None
     tokens = [body[k] for k in ("max_completion_tokens", "max_tokens") if _given(body, k)]
     if tokens:
         if not isinstance(tokens[0], int) or isinstance(tokens[0], bool) or tokens[0] < 1:

@@ -15,7 +15,7 @@ from functools import partial
 import onnx_ir as ir
 
 from ...errors import WebinferError
-from . import chat_format, gqa, head, kv_cache, pack_qkv
+from . import chat_format, gqa, head, kv_cache, logit_extras, pack_qkv
 
 DEFAULT_MAX_SEQ = 1024
 # contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
@@ -36,6 +36,7 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
         "pack_qkv": pack_qkv.run,
         "last_token_logits": head.last_token_logits,
         "sample_token": partial(head.sample_token, max_seq=max_seq),
+        "logit_extras": logit_extras.run,
     }
 
 

@@ -182,3 +182,35 @@ def test_logprobs_and_logit_bias_on_the_gpu_match_onnxruntime(server, smollm_dir
                                         logit_bias={"1000": 100})
     assert client.generator.stats["token_ids"] == [1000, 1000]
     assert forced.choices[0].logprobs.content[0].logprob > -1e-3  # (log-probabilities of the biased logits)
+
+
+def test_serve_api_cli_answers_the_openai_client(tiny_chat_dir, tmp_path):
+    """`webinfer serve ART --api --port 0` as a user starts it: the printed URL serves /v1/models and a chat
+    completion equal to the Generator's greedy text; Ctrl-C stops it."""
+    import os
+    import signal
+
+    import openai
+
+    from webinfer.llm.generate import Generator
+
+    art = tmp_path / "tiny.wi"
+    webinfer.build(str(tiny_chat_dir / "model.onnx"), str(art), max_seq=128, target="software")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-m", "webinfer.cli", "serve", str(art), "--api", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("OpenAI API for tiny on http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split(" on ", 1)[1].split()[0]
+        oa = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        assert [m.id for m in oa.models.list()] == ["tiny"]
+        r = oa.chat.completions.create(model="tiny", messages=MESSAGES, temperature=0, max_tokens=8)
+        gen = Generator.load(str(art))
+        assert r.choices[0].message.content == "".join(t.text for t in gen.chat(MESSAGES, max_new_tokens=8))
+        with pytest.raises(openai.NotFoundError):
+            oa.embeddings.create(model="tiny", input="x")  # no embedding model is served
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0

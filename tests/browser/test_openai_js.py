@@ -1,6 +1,7 @@
 """The OpenAI-shaped API from the page's JavaScript, with no server (webinfer.mjs -> worker -> Pyodide):
 chat.completions.create whole and streamed, checked against native webinfer's greedy Generator on the same
-artifact, and embeddings.create against numpy's pooling of onnxruntime's hidden states."""
+artifact (and logit_bias / logprobs against native webinfer's answer), and embeddings.create against numpy's
+pooling of onnxruntime's hidden states."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ SCRIPT = """async ([messages, texts]) => {
                                                         stream_options: { include_usage: true } });
   for await (const c of stream) chunks.push(c);
   const emb = await client.embeddings.create({ input: texts });
-  const refused = await client.chat.completions.create({ messages, logit_bias: { "1": 2 } })
-    .then(() => "answered", (e) => e.message);
-  return { whole, chunks, emb, refused, models: await client.models.list() };
+  const biased = await client.chat.completions.create({ messages, temperature: 0, max_tokens: 3,
+                                                        logit_bias: { "1000": 100 }, logprobs: true, top_logprobs: 2 });
+  const refused = await client.chat.completions.create({ messages, n: 2 }).then(() => "answered", (e) => e.message);
+  return { whole, chunks, emb, biased, refused, models: await client.models.list() };
 }"""
 
 
@@ -70,5 +72,16 @@ def test_js_openai_api_matches_native(page, api_site):
     assert chunks[-2]["choices"][0]["finish_reason"] == finish and chunks[-1]["usage"] == whole["usage"]
     emb = np.array([d["embedding"] for d in got["emb"]["data"]])
     np.testing.assert_allclose(emb, ort_sentence_embeddings(api_site["minilm"], TEXTS), atol=2e-5)
-    assert "logit_bias" in got["refused"] and "\n" not in got["refused"]
+    # logit_bias and logprobs on the page's GPU: the same answer as native webinfer's
+    from webinfer.llm.openai_api import Client
+
+    native = Client(gen).chat.completions.create(messages=MESSAGES, temperature=0, max_tokens=3,
+                                                 logit_bias={"1000": 100}, logprobs=True, top_logprobs=2)
+    assert got["biased"]["choices"][0]["message"] == native.choices[0].message
+    page_lp, native_lp = got["biased"]["choices"][0]["logprobs"]["content"], native.choices[0].logprobs.content
+    assert [e["token"] for e in page_lp] == [e["token"] for e in native_lp] == [gen.tokenizer.decode([1000])] * 3
+    for a, b in zip(page_lp, native_lp):
+        np.testing.assert_allclose([a["logprob"]] + [t["logprob"] for t in a["top_logprobs"]],
+                                   [b["logprob"]] + [t["logprob"] for t in b["top_logprobs"]], rtol=1e-4, atol=1e-3)
+    assert "n must be 1" in got["refused"] and "\n" not in got["refused"]
     assert [m["id"] for m in got["models"]["data"]] == ["chat", "similarity"]

@@ -36,8 +36,8 @@ class Scripted:
     """A stand-in for a Generator whose replies are fixed text pieces (one token each): the API's event logic
     is tested on known replies; prompts are rendered with the real tokenizer."""
 
-    def __init__(self, tokenizer: Tokenizer, pieces: list[str]):
-        self.tokenizer, self.pieces, self.max_seq, self.stats = tokenizer, pieces, 4096, {}
+    def __init__(self, tokenizer: Tokenizer, pieces: list[str], eos: bool = True):
+        self.tokenizer, self.pieces, self.max_seq, self.stats, self.eos = tokenizer, pieces, 4096, {}, eos
         self.prompt_text = None
 
     def prompt_ids(self, text: str) -> list[int]:
@@ -50,7 +50,7 @@ class Scripted:
         for i, piece in enumerate(self.pieces[:options["max_new_tokens"]]):
             out.append(1000 + i)
             yield Token(1000 + i, piece)
-        if len(self.pieces) < options["max_new_tokens"]:
+        if self.eos and len(self.pieces) < options["max_new_tokens"]:
             out.append(self.tokenizer.eos_token_id)
             yield Token(self.tokenizer.eos_token_id, "")
 
@@ -146,6 +146,9 @@ def test_stop_string_ends_a_completion(smol_tokenizer):
     assert r.usage.completion_tokens == 4  # generation stopped at the token completing the stop string
     r = Client(Scripted(smol_tokenizer, ["a", "b", "c"])).chat.completions.create(messages=ASK, max_tokens=2)
     assert r.choices[0].message.content == "ab" and r.choices[0].finish_reason == "length"
+    # a generation that ends before its budget without an EOS (a finished constraint): "stop"
+    r = Client(Scripted(smol_tokenizer, ["{}"], eos=False)).chat.completions.create(messages=ASK, max_tokens=5)
+    assert r.choices[0].message.content == "{}" and r.choices[0].finish_reason == "stop"
 
 
 @pytest.mark.parametrize("body, words", [

@@ -154,9 +154,10 @@ async def chat_events(generator, req: ChatRequest):
             yield ("text", rest)
     stats = generator.stats
     out_ids = stats.get("token_ids", [])
-    if finish is None:
+    if finish is None:  # "length" only when the token budget ran out (not at an EOS, a finished constraint...)
         eos = generator.tokenizer.eos_token_id
-        finish = "stop" if (out_ids and out_ids[-1] == eos) or stats.get("cancelled") else "length"
+        full = len(out_ids) >= options["max_new_tokens"] and not (out_ids and out_ids[-1] == eos)
+        finish = "length" if full and not stats.get("cancelled") else "stop"
     usage = {"prompt_tokens": len(ids), "completion_tokens": len(out_ids), "total_tokens": len(ids) + len(out_ids)}
     yield ("end", finish, usage)
 

@@ -134,10 +134,13 @@ async def chat_events(generator, req: ChatRequest):
     names = {t["function"]["name"] for t in req.tools or []}
     if held is not None:
         _, calls = parse_tool_calls("".join(held), names, lambda: _new_id("call"))
-        if not calls:
+        if calls:
+            yield ("tool_calls", calls)
+            finish = "tool_calls"
+        elif len(generator.stats.get("token_ids", [])) >= options["max_new_tokens"]:
+            yield ("text", "".join(held))  # the call was cut by max_tokens: finish_reason "length", as OpenAI
+        else:
             raise WebinferError("the model's output is not a call of one of the tools")
-        yield ("tool_calls", calls)
-        finish = "tool_calls"
     elif tail is not None:
         tail += tail_stops.flush()
         content, calls = parse_tool_calls(tail, names, lambda: _new_id("call"))

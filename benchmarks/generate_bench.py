@@ -135,6 +135,7 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
              "verify_ids": HostTensor("int32", (1,), array("i", [-1]).tobytes())}
     feeds = {k: v for k, v in feeds.items() if k in gen._inputs}  # (artifacts built before the verify head)
     dims = {gen.past_dim: pos}
+    feeds.update(gen.logit_options.feeds())  # (no bias, no logprobs)
     gen.core.profile(feeds, dims)
     rows = gen.core.profile(feeds, dims)
     by = collections.defaultdict(lambda: [0, 0])

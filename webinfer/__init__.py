@@ -9,6 +9,7 @@ _LAZY = {
     "InferenceSession": ("webinfer.runtime.inference", "InferenceSession"),
     "build": ("webinfer.build", "build"),
     "WebinferError": ("webinfer.errors", "WebinferError"),
+    "OpenAI": ("webinfer.llm.openai_api", "OpenAI"),
 }
 
 

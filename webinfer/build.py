@@ -31,7 +31,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           progress: bool = False, optimize: bool = True, save_optimized: str | None = None,
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
           nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
-          task: str | None = None, extra: dict | None = None, assets: dict | None = None) -> dict:
+          task: str | None = None, extra: dict | None = None, assets: dict | None = None,
+          sentence_embedding: str | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -53,6 +54,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     spec naming a feature extractor, or by itself for a model beside a preprocessor_config.json that names one):
     the audio prologue, PCM at any sample rate in (graph/audio_prologue.py); ``preprocess="none"`` keeps the model's
     inputs.
+    ``sentence_embedding`` (``auto``: as the sentence-transformers config beside the model says, or a mode):
+    pooling and normalisation as a ``sentence_embedding`` output, graph/pooling.py.
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
@@ -80,6 +83,10 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
         key, extra_info, assets = vision_epilogues.add_task_epilogue(ir_model, task, postprocess, extra.get("preprocess"))
         extra[key] = extra_info
         postprocess = {} if postprocess is None else postprocess
+    if sentence_embedding is not None:
+        from .graph.pooling import add_sentence_pooling
+
+        add_sentence_pooling(ir_model, model, sentence_embedding)
     check_dim_names(ir_model, dims)
     check_type_constraints(ir_model)
     if max_seq is not None and not (isinstance(max_seq, int) and max_seq >= 1):
@@ -91,8 +98,9 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     if max_seq is not None and generation and not rewrites:
         raise WebinferError("--max-seq applies to decoders with a KV cache (past_key_values inputs); this model "
                             "has none")
-    if cpu and (task is not None or "audio" in extra):  # (their epilogues and prologue have no standard-op form yet)
-        what = f"the {task} epilogue" if task is not None else "the audio prologue"
+    if cpu and (task is not None or "audio" in extra or sentence_embedding is not None):  # (no standard-op form yet)
+        what = (f"the {task} epilogue" if task is not None else "the audio prologue" if "audio" in extra
+                else "the sentence-embedding pooling")
         cpu_note, cpu_bytes = {"skipped": f"{what} has no standard-ONNX form for the CPU path yet"}, None
     else:
         cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)

@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
+from . import cli_api, cli_prefix, cli_speculative, cli_speech, cli_vision
 from . import cli_args as A
-from . import cli_prefix, cli_speculative, cli_speech, cli_vision
 from .errors import WebinferError
 
 
@@ -85,7 +85,7 @@ def cmd_build(args) -> int:
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize, preprocess=args.preprocess,
                      postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu,
-                     task=args.task)
+                     task=args.task, sentence_embedding=args.sentence_embedding)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
@@ -360,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=A.port, default=8000, help="0: any free port")
     s.set_defaults(fn=cmd_serve)
     cli_speech.register(sub)
+    cli_api.register(b, s, cmd_serve)
     c = sub.add_parser("bench", help="benchmark webinfer against onnxruntime (CPU, WebGPU, web) on the same models")
     c.add_argument("--quick", action="store_true", help="fewer repetitions (10-25 minutes on 2 CPU cores, with the load)")
     c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")

@@ -52,6 +52,7 @@ def export_minilm(cache_dir: str | os.PathLike | None = None) -> Path:
     out = out / MINILM_NAME
     model_path, tok_path = out / "model.onnx", out / "tokenizer.json"
     if model_path.is_file() and tok_path.is_file():
+        copy_sentence_config(out)
         return out
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -95,7 +96,18 @@ def export_minilm(cache_dir: str | os.PathLike | None = None) -> Path:
     onnx.save(proto, str(tmp))
     os.replace(tmp, model_path)
     shutil.copyfile(minilm_source_dir() / "tokenizer.json", tok_path)
+    copy_sentence_config(out)
     return out
+
+
+def copy_sentence_config(out: Path) -> None:
+    """sentence-transformers' module list and pooling config beside model.onnx (``--sentence-embedding`` reads
+    them), copied when missing."""
+    for rel in ("modules.json", "1_Pooling/config.json"):
+        src, dst = minilm_source_dir() / rel, out / rel
+        if src.is_file() and not dst.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
 
 
 if __name__ == "__main__":  # python -m webinfer.models: export (or find) the models, print their paths

@@ -136,6 +136,7 @@ _DECLARED: list[OpSchema] = [
     # speculative decoding's verification head (graph/llm/verify.py)
     OpSchema("LastRows", WEBINFER_DOMAIN),
     OpSchema("VerifyDraft", WEBINFER_DOMAIN, random=True),
+    OpSchema("TokenLogprobs", WEBINFER_DOMAIN),  # (logits, token, k): graph/llm/logit_extras.py
     OpSchema("SoftmaxTopK", WEBINFER_DOMAIN, host_inputs=(1,)),  # (x, k): graph/passes/fuse_softmax_topk.py
     # -- control flow: subgraphs that read outer values cannot be evaluated alone (codegen: control_flow)
     *(OpSchema(op, foldable=False) for op in ("If", "Loop", "Scan")),

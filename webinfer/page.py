@@ -13,6 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
+from .llm.openai_api import model_name
 from .runtime import audio, vision, vision_tasks
 from .runtime.select import choose_program
 from .runtime.session import SessionCore
@@ -109,11 +110,14 @@ class WorkerHost:
         self.gpu = BrowserDevice(adapter, device)
         self._items: dict[int, object] = {}
         self._prefixes: dict[int, object] = {}  # chat handle -> its ConversationPrefix (llm/prefix_cache.py)
+        self._names: dict[int, str | None] = {}  # the model names of the OpenAI-shaped API
+        self._locks: dict[int, object] = {}
         self._next = 1
 
-    def _add(self, item) -> int:
+    def _add(self, item, url: str = "") -> int:
         handle, self._next = self._next, self._next + 1
         self._items[handle] = item
+        self._names[handle] = model_name(url) if url else None
         return handle
 
     def _get(self, handle: int):
@@ -126,7 +130,7 @@ class WorkerHost:
         """Open a session; returns JSON {handle, inputs, outputs, adapter, tokenizer, kernel_class, why}."""
         session = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu,
                                          _py(kernel_class) or None)
-        return json.dumps({"handle": self._add(session), **_describe(session, self.gpu)})
+        return json.dumps({"handle": self._add(session, artifact_url), **_describe(session, self.gpu)})
 
     async def open_chat(self, artifact_url: str, weight_pairs, kernel_class=None) -> str:
         """Open a Generator and compile its prefill and decode pipelines with a short warm-up."""
@@ -146,7 +150,7 @@ class WorkerHost:
         gen.reset()
         info = _describe(session, self.gpu)
         info["max_seq"] = gen.max_seq
-        return json.dumps({"handle": self._add(gen), **info})
+        return json.dumps({"handle": self._add(gen, artifact_url), **info})
 
     async def open_seq2seq(self, artifact_url: str, weight_pairs, encoder_pairs, kernel_class=None) -> str:
         """Open an encoder-decoder artifact (llm/seq2seq.py): the decoder step at ``artifact_url``, its nested
@@ -217,9 +221,10 @@ class WorkerHost:
         gen = self._get(handle)
         messages = json.loads(messages_json)
         options = json.loads(options_json)
-        restored = None if prefix_blob is None else self._prefix(handle).restore(gen, _bytes(prefix_blob), messages)
-        async for tok in gen.achat(messages, **options):
-            on_token(tok.id, tok.text)
+        async with self._busy(handle):
+            restored = None if prefix_blob is None else self._prefix(handle).restore(gen, _bytes(prefix_blob), messages)
+            async for tok in gen.achat(messages, **options):
+                on_token(tok.id, tok.text)
         return json.dumps({**gen.stats, **({"prefix_cache": restored} if restored else {})})
 
     def prefix_key(self, handle: int, messages_json: str):
@@ -235,6 +240,43 @@ class WorkerHost:
         from .llm.prefix_cache import ConversationPrefix
 
         return self._prefixes.setdefault(int(handle), ConversationPrefix())
+
+    def _busy(self, handle: int):
+        """The lock that keeps one generation at a time on a chat (messages arrive concurrently)."""
+        import asyncio
+
+        return self._locks.setdefault(int(handle), asyncio.Lock())
+
+    async def api(self, handle: int, method: str, request_json: str, on_chunk) -> str:
+        """The OpenAI-shaped API (llm/openai_api.py) on an open item: ``chat.completions`` on a chat (a stream
+        calls ``on_chunk(chunk_json)`` per chunk and returns "null"), ``embeddings`` on a session of an artifact
+        built with --sentence-embedding. Returns the answer as JSON."""
+        from .llm import openai_api
+
+        item, request = self._get(handle), json.loads(request_json)
+        if method == "chat.completions":
+            if not hasattr(item, "agenerate"):
+                raise WebinferError("chat.completions needs a chat (webinfer.chat(url)), not a plain session")
+            client = openai_api.Client(item, model=self._names.get(int(handle)))
+            async with self._busy(handle):  # one generation at a time per KV cache
+                answer = await client.chat.completions.acreate(**request)
+                if not request.get("stream"):
+                    return json.dumps(answer)
+                async for chunk in answer:
+                    on_chunk(json.dumps(chunk))
+            return "null"
+        if method == "embeddings":
+            from .llm.embeddings import Embedder, check_embedding_outputs
+
+            if not isinstance(item, PageSession):
+                raise WebinferError("embeddings need a session of an embedding artifact (webinfer.load(url))")
+            check_embedding_outputs(o.name for o in item.core.get_outputs())
+            embedder = Embedder(item.core.run_async, item.core.get_inputs(), item.tokenizer())
+            client = openai_api.Client(None, embedder, embedding_model=self._names.get(int(handle)))
+            if not isinstance(request, dict) or "input" not in request:
+                raise WebinferError("embeddings.create needs {input}")
+            return json.dumps(await client.embeddings.acreate(**request))
+        raise WebinferError(f"unknown API method {method!r} (chat.completions, embeddings)")
 
     def cancel(self, handle: int) -> None:
         item = self._items.get(int(handle))

@@ -40,6 +40,7 @@ SHARED = ("matmul", "gemv", "conv", "attention")  # no subgroups in these famili
 SOFTWARE_CASES = {"matmul": ("gpu", "software-subgroups")}
 rng = np.random.default_rng(11)
 MAX_SEQ = 128  # the tiny Llama's KV cache (and penalty_ids) length
+NO_BIAS = {"logit_bias": np.zeros(512, np.float32), "logprobs_k": np.array([0xFFFFFFFF], np.uint32)}  # (512: vocab)
 
 
 def f32(*shape):
@@ -107,7 +108,7 @@ def llama_runs(model_path: Path, n_prompt: int = 70):
     runs, want = [], []
     for step_ids, pos in ((ids[:n_prompt], 0), (ids[n_prompt:], n_prompt)):
         n = pos + len(step_ids)
-        feeds = {"input_ids": np.array([step_ids], np.int64), "attention_mask": np.ones((1, n), np.int64),
+        feeds = {**NO_BIAS, "input_ids": np.array([step_ids], np.int64), "attention_mask": np.ones((1, n), np.int64),
                  "position_ids": np.arange(pos, n, dtype=np.int64)[None],
                  "sampling_params": np.array([0.0, 0.0, 1.0, 1.0], np.float32),
                  "sampling_seed": np.array([0, 0], np.uint32), "penalty_ids": np.full((MAX_SEQ,), -1, np.int32),

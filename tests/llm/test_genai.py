@@ -82,7 +82,7 @@ def test_greedy_ids_match_onnxruntime(proto, built, n_prompt):
 
 def test_kv_cache_on_gpu_and_weights_as_they_are(proto, built):
     out, manifest, _ = built
-    assert [o["name"] for o in manifest["programs"][0]["outputs"]] == ["logits", "next_token", "verify_result"]
+    assert [o["name"] for o in manifest["programs"][0]["outputs"]] == ["logits", "next_token", "verify_result", "token_logprobs"]
     assert len(manifest["states"]) == 4 and not any(i["name"].startswith("past_") for i in manifest["inputs"])
     labels = [s["label"].split(":")[1] for s in manifest["programs"][0]["steps"]]
     assert "CachedAttention" in labels and "Attention" not in labels  # the cache's kernels, not a plain Attention

@@ -27,7 +27,7 @@ def _ids(n: int, seed: int) -> list[int]:
 
 def test_manifest_keeps_cache_on_gpu(tiny_wi):
     m = json.loads((tiny_wi / "manifest.json").read_text())
-    assert [o["name"] for o in m["programs"][0]["outputs"]] == ["logits", "next_token", "verify_result"]
+    assert [o["name"] for o in m["programs"][0]["outputs"]] == ["logits", "next_token", "verify_result", "token_logprobs"]
     assert len(m["states"]) == 4  # 2 layers x (key, value)
     assert m["bounds"] == {"past_sequence": 1100, "total_sequence": 1100}
     assert not any(i["name"].startswith("past_key_values") for i in m["inputs"])

@@ -55,13 +55,16 @@ def jinja_available() -> bool:
 
 
 def render_jinja(template: str, messages: Sequence[Mapping], add_generation_prompt: bool,
-                 tokens: Mapping[str, str]) -> str:
-    """Render with jinja2's immutable sandbox, as transformers does."""
+                 tokens: Mapping[str, str], tools: Sequence[Mapping] | None = None) -> str:
+    """Render with jinja2's immutable sandbox, as transformers does (``tools``: OpenAI tool definitions, for
+    templates that offer them)."""
     from jinja2.exceptions import TemplateError
 
+    extra = {"tools": list(tools)} if tools else {}
     try:
         compiled = _compile(template)
-        return compiled.render(messages=list(messages), add_generation_prompt=add_generation_prompt, **tokens)
+        return compiled.render(messages=list(messages), add_generation_prompt=add_generation_prompt, **tokens,
+                               **extra)
     except TemplateError as e:
         raise WebinferError(f"the model's chat template refused the conversation: {e}") from None
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ..errors import WebinferError
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
+from .logit_options import LogitOptions
 from .tokenizer import Tokenizer
 
 
@@ -56,6 +57,7 @@ class Generator:
         self._penalty_len = next(core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
                                  if io["name"] == "penalty_ids")
         self._inputs = names
+        self.logit_options = LogitOptions(core)  # a request's logit_bias / logprobs (llm/logit_options.py)
         self._cancelled = False
         self._cached: list[int] = []  # the token ids whose keys/values the cache holds, from position 0
         self.artifact_sha256: str | None = None  # the manifest's sha256: a saved prefix cache's identity
@@ -205,7 +207,8 @@ class Generator:
                 nxt = None
                 if overlap and step + 1 < max_new_tokens and not self._cancelled:
                     nxt = self._launch([0], pos, params, seed, step + 1, [], ticket["outputs"]["next_token"], True)
-                (tok,) = await self.core.collect(ticket)
+                tok, *extra = await self.core.collect(ticket)
+                self.logit_options.collected(extra)
                 token = struct.unpack("<i", tok.data[:4])[0]
                 if t_first is None:
                     t_first = time.perf_counter()
@@ -252,9 +255,11 @@ class Generator:
             "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
             "verify_ids": HostTensor("int32", (len(verify or [0]),), array("i", verify or [-1]).tobytes()),
         }
+        feeds.update(self.logit_options.feeds())
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
-        return self.core.launch(list(outputs), feeds, {self.past_dim: pos}, gpu_inputs=gpu, overlap=overlap)
+        return self.core.launch(list(outputs) + self.logit_options.outputs, feeds, {self.past_dim: pos},
+                                gpu_inputs=gpu, overlap=overlap)
 
 
 class _NoText:

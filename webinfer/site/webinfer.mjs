@@ -35,6 +35,16 @@
 //   that prompt's KV cache in Cache Storage, so the next visit restores it instead of prefilling it;
 //   chat.stats.prefix_cache says what happened ({status: "restored" | "refused" | "miss" | "held", ...}).
 // onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
+//
+// The OpenAI-shaped API (the same requests and answers as Python's webinfer.OpenAI and `webinfer serve --api`,
+// with no server: llm/openai_api.py runs in the worker):
+//   const chat = await webinfer.chat("chat/artifact/");
+//   const r = await chat.chat.completions.create({ messages, temperature: 0, max_tokens: 64, stop: ["\n\n"] });
+//   r.choices[0].message.content, r.choices[0].finish_reason, r.usage
+//   for await (const c of await chat.chat.completions.create({ messages, stream: true })) c.choices[0]?.delta.content
+//   const emb = await webinfer.load("minilm/artifact/");       // built with --sentence-embedding
+//   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding
+//   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
 
 const TYPED = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, int16: Int16Array,
@@ -107,6 +117,7 @@ async function open(url, kind, { onProgress, kernelClass, path, deviceLimits } =
   const info = await call({ op: "load", url: absolute(url), kind, kernelClass, path, deviceLimits },
     (m) => m.progress && onProgress?.(m.progress));
   info.timings.ready_ms = Math.round(performance.now());  // since this page started loading
+  info.model = modelName(absolute(url));
   return info;
 }
 
@@ -126,12 +137,66 @@ export async function seq2seq(url, options) {
   return new Seq2Seq(await open(url, "seq2seq", options));
 }
 
+/** Chat and embedding artifacts behind one OpenAI-shaped object: {chat.completions.create, embeddings.create,
+ * models.list}. */
+export async function openai({ chat: chatUrl, embeddings: embeddingsUrl, onProgress } = {}) {
+  const c = chatUrl ? await chat(chatUrl, { onProgress }) : null;
+  const e = embeddingsUrl ? await load(embeddingsUrl, { onProgress }) : null;
+  const missing = (what) => () => Promise.reject(new Error(`no ${what} artifact was given to openai()`));
+  return {
+    chat: { completions: { create: c ? (r) => c.chat.completions.create(r) : missing("chat") } },
+    embeddings: { create: e ? (r) => e.embeddings.create(r) : missing("embeddings") },
+    models: { list: async () => ({ object: "list", data: [c, e].filter(Boolean).map((s) => ({ id: s.model, object: "model", owned_by: "webinfer" })) }) },
+    sessions: { chat: c, embeddings: e },
+  };
+}
+
+// One OpenAI API call in the worker: a promise of the answer, or with request.stream an async iterator of chunks.
+function apiCall(handle, method, request) {
+  if (!request || typeof request !== "object") return Promise.reject(new Error(`${method}.create expects a request object`));
+  if (!request.stream) return call({ op: "chat", handle, method, messages: request });
+  const chunks = [];
+  let wake = null;
+  let finished = false;
+  let failure = null;
+  const reply = call({ op: "chat", handle, method, messages: request }, (m) => {
+    if (m.type === "chunk") chunks.push(m.chunk);
+    wake?.();
+  });
+  reply.catch((err) => { failure = err; }).finally(() => { finished = true; wake?.(); });
+  async function* stream() {
+    try {
+      for (;;) {
+        if (chunks.length) yield chunks.shift();
+        else if (finished) {
+          if (failure) throw failure;
+          return;
+        } else await new Promise((resolve) => { wake = resolve; });
+      }
+    } finally {
+      if (!finished) getWorker().postMessage({ op: "cancel", handle });  // the caller left the loop early
+      await reply.catch(() => {});
+    }
+  }
+  return Promise.resolve(stream());
+}
+
+function modelName(url) {
+  const parts = new URL(url).pathname.split("/").filter(Boolean);
+  const base = parts.at(-1) === "artifact" && parts.length > 1 ? parts.at(-2) : parts.at(-1) || "model";
+  return base.endsWith(".wi") ? base.slice(0, -3) : base;
+}
+
 class Session {
   constructor(info) {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
       adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer,
       kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why, path: info.path,
-      pathWhy: info.path_why, audio: info.audio || null });
+      pathWhy: info.path_why, audio: info.audio || null, model: info.model });
+    this.embeddings = { create: (request) => {
+      if (this.path === "cpu") return Promise.reject(new Error("embeddings run on the WebGPU path only; this session runs on the CPU"));
+      return apiCall(this.handle, "embeddings", request);
+    } };
   }
 
   /** Run the model; feeds: {name: Tensor | {data, dims} | typed array | array}. Resolves to {name: Tensor}.
@@ -225,6 +290,7 @@ class Chat extends Session {
     this.maxSeq = info.max_seq;
     this.stats = null;
     this.busy = false;
+    this.chat = { completions: { create: (request) => apiCall(this.handle, "chat.completions", request) } };
   }
 
   /** Stream the assistant's reply to the conversation `messages`: yields {id, text} per token. */

@@ -2,10 +2,10 @@
 // main thread only renders. One worker per page serves every session it opens, over one GPU device.
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
-//               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache}
+//               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache | method (OpenAI API)}
 //               {id, op: "classify", handle, pixels, width, height}  {id, op: "vision", handle, task, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
-// Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}
+// Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}  {id, type: "chunk", chunk}
 //               {id, type: "result", value}  {id, type: "error", message}
 //
 // Weights never pass through Python: the worker fetches each shard (Cache Storage first), checks its sha256
@@ -408,10 +408,11 @@ async function encode({ handle, text }) {
   }
 }
 
-async function chat({ handle, messages, options, prefixCache }, post) {
+async function chat({ handle, messages, options, prefixCache, method }, post) {
   const onToken = (id, text) => post({ type: "token", token: { id, text } });
   if (cpuSession(handle)) return cpuSession(handle).chat(messages, options, onToken);
   const h = await host();
+  if (method) return JSON.parse(await h.api(handle, method, JSON.stringify(messages), (c) => post({ type: "chunk", chunk: JSON.parse(c) })));
   if (prefixCache) return chatWithPrefixCache(h, handle, messages, options || {}, onToken);
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }

@@ -19,6 +19,7 @@ TASKS = {
     "text-generation": "webinfer.tasks.generation:TextGeneration",
     "automatic-speech-recognition": "webinfer.tasks.asr:SpeechRecognition",
     "translation": "webinfer.tasks.translation:Translation",
+    "feature-extraction": "webinfer.tasks.feature_extraction:FeatureExtraction",
 }
 
 

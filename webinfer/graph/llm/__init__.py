@@ -15,7 +15,7 @@ from functools import partial
 import onnx_ir as ir
 
 from ...errors import WebinferError
-from . import chat_format, gqa, head, kv_cache, pack_qkv, verify
+from . import chat_format, gqa, head, kv_cache, logit_extras, pack_qkv, verify
 
 DEFAULT_MAX_SEQ = 1024
 # contrib ops these rewrites take over (graph/contrib leaves them for a generation build)
@@ -37,6 +37,7 @@ def generation_rewrites(model: ir.Model, max_seq: int | None) -> dict | None:
         "last_token_logits": verify.last_rows_logits,  # the last verify_rows positions (1 unless verifying)
         "sample_token": partial(head.sample_token, max_seq=max_seq),
         "verify_draft": verify.verify_draft,
+        "logit_extras": logit_extras.run,
     }
 
 

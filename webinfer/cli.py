@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import cli_args as A
+from .cli_constrain import add_constraint_args, constraint_from_args
 from .errors import WebinferError
 
 
@@ -234,6 +235,7 @@ def cmd_generate(args) -> int:
     check_options(**opts)
     gen = Generator.load(args.artifact)
     opts["chat"] = args.chat
+    opts["constraint"] = constraint_from_args(args, gen.tokenizer)
     try:
         for tok in gen.generate(args.prompt, **opts):
             if not args.json:
@@ -336,6 +338,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--repetition-penalty", type=A.finite_float, default=1.0, help="> 0; 1 (the default) is none")
     g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    add_constraint_args(g)
     g.set_defaults(fn=cmd_generate)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")

@@ -38,7 +38,6 @@ class Constraint:
         self.vocab = Vocabulary.of(tokenizer)
         self.masks = Masks(machine, self.vocab)
         self.compile_s = compile_s
-        self._bytes = None
 
     def matches(self, text: str) -> bool:
         """Whether the whole ``text`` is accepted (for checks; generation uses the token level)."""
@@ -55,9 +54,7 @@ class Constraint:
         return Matcher(self)
 
     def token_bytes(self, token: int) -> bytes | None:
-        if self._bytes is None:
-            self._bytes = self.vocab.token_bytes()
-        return self._bytes.get(token)
+        return self.vocab.bytes.get(token)
 
 
 class Matcher:

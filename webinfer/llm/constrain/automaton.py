@@ -201,9 +201,34 @@ class DFA:
 
     start = 0
 
-    def __init__(self, rows: list[list[int]], accept: list[bool]) -> None:
+    def __init__(self, rows: list[list[int]], accept: list[bool], reps: list[int] | None = None) -> None:
         self.rows = rows
         self.accept = accept
+        self.reps = reps if reps is not None else list(range(256))  # one byte per alphabet class
+        self._short: list[int] | None = None
+
+    def short_classes(self, depth: int) -> list[int]:
+        """States numbered so that two with one number lead every byte string of at most ``depth`` bytes to
+        live states alike (Moore's refinement stopped after ``depth`` rounds): their masks over tokens that
+        short are equal, so it is walked once. Identity when refining would cost more than walking."""
+        if self._short is None:
+            n = len(self.rows)
+            if n * len(self.reps) * depth > MAX_WORK:
+                self._short = list(range(n))
+                return self._short
+            reduced = [[self.rows[s][b] for b in self.reps] for s in range(n)]
+            cls = [0] * n + [-1]  # cls[-1]: the dead state's class
+            count = 1
+            for _ in range(depth):
+                sig: dict[tuple, int] = {}
+                new = [sig.setdefault((cls[s], *map(cls.__getitem__, reduced[s])), len(sig)) for s in range(n)]
+                cls = new + [-1]
+                if len(sig) == count:
+                    break
+                count = len(sig)
+            cls.pop()
+            self._short = cls
+        return self._short
 
     def step(self, state: int, byte: int) -> int:
         return self.rows[state][byte]
@@ -303,7 +328,7 @@ def compile_dfa(expr) -> DFA:
     for s in order:
         crow = [new.get(t, -1) if t >= 0 else -1 for t in table[s]]
         rows.append([crow[class_of[b]] for b in range(256)])
-    return DFA(rows, [accept[s] for s in order])
+    return DFA(rows, [accept[s] for s in order], reps)
 
 
 def _co_reachable(table: list[list[int]], accept: list[bool]) -> list[bool]:

@@ -18,6 +18,9 @@ from .automaton import ConstraintError
 _BYTE_CHARS = set(bytes_to_unicode().values())
 
 
+SHORT = 12  # tokens up to this many bytes go in the trie; the few longer ones are checked one by one
+
+
 class Vocabulary:
     """The tokens of one tokenizer as bytes, in a trie. Built once per tokenizer (``of``)."""
 
@@ -30,10 +33,17 @@ class Vocabulary:
         byte_level = sum(all(c in _BYTE_CHARS for c in s) for s in strings.values()) > 0.99 * max(len(strings), 1)
         self.children: list[dict[int, int]] = [{}]
         self.ids: list[list[int]] = [[]]
+        self.long: list[tuple[int, bytes]] = []
+        self.bytes: dict[int, bytes] = {}
         for i, s in strings.items():
             data = _token_bytes(s, byte_level)
             if data:
-                self._insert(data, i)
+                self.bytes[i] = data
+                if len(data) <= SHORT:
+                    self._insert(data, i)
+                else:
+                    self.long.append((i, data))
+        self._index()
 
     @classmethod
     def of(cls, tokenizer) -> "Vocabulary":
@@ -55,20 +65,33 @@ class Vocabulary:
             node = nxt
         self.ids[node].append(token)
 
-    def token_bytes(self) -> dict[int, bytes]:
-        """Token id -> bytes, for every token a constraint may allow."""
-        out, todo = {}, [(0, b"")]
+    def _index(self) -> None:
+        """Each node's tokens as a range of ``order`` (its subtree's, depth first) and the bytes below it."""
+        n = len(self.children)
+        self.order: list[int] = []
+        self.lo, self.hi = [0] * n, [0] * n
+        todo = [(0, False)]
         while todo:
-            node, prefix = todo.pop()
-            for t in self.ids[node]:
-                out[t] = prefix
-            todo += [(c, prefix + bytes([b])) for b, c in self.children[node].items()]
-        return out
+            node, done = todo.pop()
+            if done:
+                self.hi[node] = len(self.order)
+                continue
+            self.lo[node] = len(self.order)
+            self.order += self.ids[node]
+            todo.append((node, True))
+            todo += [(c, False) for c in self.children[node].values()]
+        self.below = [0] * n
+        for node in range(n - 1, -1, -1):  # children are made after their parent
+            m = 0
+            for b, c in self.children[node].items():
+                m |= (1 << b) | self.below[c]
+            self.below[node] = m
 
-    def allowed(self, machine, state: int) -> list[int]:
-        """The tokens whose bytes lead ``machine`` from ``state`` to a live state."""
+    def allowed(self, machine, state: int, loops) -> list[int]:
+        """The short tokens whose bytes lead ``machine`` from ``state`` to a live state. ``loops(s)``: the
+        bytes that keep ``s`` where it is; a subtree using only those is taken whole without walking it."""
         rows, fill = machine.rows, machine.fill
-        children, ids = self.children, self.ids
+        children, ids, below, order, lo, hi = self.children, self.ids, self.below, self.order, self.lo, self.hi
         out: list[int] = []
         todo = [(0, state)]
         while todo:
@@ -80,9 +103,12 @@ class Vocabulary:
                     t = fill(st, b)
                 if t < 0:
                     continue
-                if ids[child]:
+                if not children[child]:
                     out += ids[child]
-                if children[child]:
+                elif below[child] & ~loops(t) == 0:
+                    out += order[lo[child]:hi[child]]
+                else:
+                    out += ids[child]
                     todo.append((child, t))
         return out
 
@@ -102,25 +128,60 @@ def _token_bytes(s: str, byte_level: bool) -> bytes | None:
 
 
 class Masks:
-    """Per-state allowed-token bitmasks (u32 words, bit i % 32 of word i // 32), computed once per state."""
+    """Per-state allowed-token bitmasks (u32 words, bit i % 32 of word i // 32), computed once per state. A DFA's
+    states that agree on every string of ``SHORT`` bytes share the trie walk (a string of maxLength n has n
+    states, most of them alike for short tokens); the long tokens are checked per state."""
 
     def __init__(self, machine, vocab: Vocabulary) -> None:
         self.machine = machine
         self.vocab = vocab
         self._cache: dict[int, tuple[array, bool]] = {}
+        self._short: dict[int, array] = {}
+        self._loops: dict[int, int] = {}
+
+    def loops(self, state: int) -> int:
+        got = self._loops.get(state)
+        if got is None:
+            m, got = self.machine, 0
+            row = m.rows[state]
+            for b in range(256):
+                t = row[b]
+                if (m.fill(state, b) if t == -2 else t) == state:
+                    got |= 1 << b
+            self._loops[state] = got
+        return got
+
+    def _short_words(self, state: int) -> array:
+        classes = self.machine.short_classes(SHORT) if hasattr(self.machine, "short_classes") else None
+        key = classes[state] if classes is not None else state
+        words = self._short.get(key)
+        if words is None:
+            words = array("I", bytes(4 * ((self.vocab.size + 31) // 32)))
+            for t in self.vocab.allowed(self.machine, state, self.loops):
+                words[t >> 5] |= 1 << (t & 31)
+            self._short[key] = words
+        return words
 
     def words(self, state: int) -> tuple[array, bool]:
         """(the mask, whether any non-EOS token is allowed)."""
         got = self._cache.get(state)
         if got is None:
-            allowed = self.vocab.allowed(self.machine, state)
-            words = array("I", bytes(4 * ((self.vocab.size + 31) // 32)))
-            for t in allowed:
-                words[t >> 5] |= 1 << (t & 31)
+            m = self.machine
+            words = array("I", self._short_words(state))
+            for t, data in self.vocab.long:
+                s = state
+                for b in data:
+                    r = m.rows[s][b]
+                    s = m.fill(s, b) if r == -2 else r
+                    if s < 0:
+                        break
+                else:
+                    words[t >> 5] |= 1 << (t & 31)
+            any_token = any(words)
             eos = self.vocab.eos
-            if self.machine.accepting(state) and eos is not None:
+            if m.accepting(state) and eos is not None:
                 words[eos >> 5] |= 1 << (eos & 31)
-            if not allowed and not self.machine.accepting(state):
+            if not any_token and not m.accepting(state):
                 raise ConstraintError("no token of the vocabulary continues the constraint here")
-            got = self._cache[state] = (words, bool(allowed))
+            got = self._cache[state] = (words, any_token)
         return got

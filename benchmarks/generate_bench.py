@@ -132,6 +132,8 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
              "sampling_params": HostTensor("float32", (4,), struct.pack("<4f", 0, 0, 1, 1)),
              "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", 0, 0)),
              "penalty_ids": HostTensor("int32", (n_pen,), array("i", [-1] * n_pen).tobytes())}
+    if gen._mask_words:  # artifacts built with the constrained-decoding mask: every token allowed
+        feeds["token_mask"] = HostTensor("uint32", (gen._mask_words,), gen._all_tokens)
     dims = {gen.past_dim: pos}
     gen.core.profile(feeds, dims)
     rows = gen.core.profile(feeds, dims)

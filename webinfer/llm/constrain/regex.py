@@ -24,7 +24,7 @@ _CLASS_ESCAPES = {
     "d": DIGIT, "w": WORD, "s": SPACE,
     "D": [(lo, min(hi, 127)) for lo, hi in negate(DIGIT) if lo < 128],
     "W": [(lo, min(hi, 127)) for lo, hi in negate(WORD) if lo < 128],
-    "S": [(lo, min(hi, 127)) for lo, hi in negate(SPACE) if lo < 128],
+    "S": [(lo, min(hi, 127)) for lo, hi in negate(SPACE + [(0x1C, 0x1F)]) if lo < 128],  # re's \s has those
 }
 _CHAR_ESCAPES = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7, "0": 0}
 

@@ -3,7 +3,7 @@
 Supported: ``type`` (one or a list), objects with ``properties`` written in schema order, ``required`` ones always
 and the others optional (``additionalProperties`` is never generated, so ``false`` holds), arrays with ``items`` /
 ``prefixItems`` and ``minItems``/``maxItems``, ``enum``, ``const``, integers with ``minimum``/``maximum`` (and the
-exclusive forms) exactly, numbers with bounds as integers plus fractions that stay inside them (no exponent),
+exclusive forms) exactly (at most 16 digits when unbounded), numbers with bounds as integers plus fractions that stay inside them (no exponent),
 strings with ``minLength``/``maxLength``, ``pattern`` (regex.py's subset; the whole string matches it, its
 characters limited to what JSON writes unescaped) and the ``format``s date, time, date-time, email, uuid, ipv4,
 uri, hostname (others: any string), ``anyOf`` (and ``oneOf`` read as ``anyOf``: its branches should be
@@ -33,10 +33,12 @@ HEX = chars((48, 57), (65, 70), (97, 102))
 SAFE = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]  # what a JSON string holds unescaped
 STRING_CHAR = alt(chars(*SAFE), seq(lit("\\"), chars(*[(ord(c), ord(c)) for c in '"\\/bfnrt'])))
 STRING = seq(lit('"'), rep(STRING_CHAR, 0, None), lit('"'))
-NUMBER = seq(opt(lit("-")), alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, None))),
-             opt(seq(lit("."), rep(DIGIT, 1, None))),
-             opt(seq(chars((69, 69), (101, 101)), opt(chars((43, 43), (45, 45))), rep(DIGIT, 1, None))))
-FRACTION = seq(lit("."), rep(DIGIT, 1, None))
+# Numbers are written with at most 16 integer digits, 15 fraction digits and a 3-digit exponent: every such
+# text is valid, and a model repeating a digit cannot go on forever.
+NUMBER = seq(opt(lit("-")), alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, 15))),
+             opt(seq(lit("."), rep(DIGIT, 1, 15))),
+             opt(seq(chars((69, 69), (101, 101)), opt(chars((43, 43), (45, 45))), rep(DIGIT, 1, 3))))
+FRACTION = seq(lit("."), rep(DIGIT, 1, 15))
 _REFUSED = ("not", "if", "then", "else", "patternProperties", "dependentRequired", "dependentSchemas",
             "unevaluatedProperties", "unevaluatedItems", "multipleOf", "propertyNames", "contains",
             "minProperties", "maxProperties", "minContains", "maxContains")
@@ -304,14 +306,14 @@ def integer_range(lo: int | None, hi: int | None):
 def _nonneg(a: int, b: int | None):
     parts = []
     la = len(str(a))
-    top = len(str(b)) if b is not None else la
+    top = len(str(b)) if b is not None else la  # unbounded: up to 16 digits (see NUMBER)
     for n in range(la, top + 1):
         lo = max(a, 10 ** (n - 1) if n > 1 else 0)
         hi = min(b, 10 ** n - 1) if b is not None else 10 ** n - 1
         if lo <= hi:
             parts.append(_same_length(str(lo), str(hi)))
-    if b is None:
-        parts.append(seq(NONZERO, rep(DIGIT, la, None)))
+    if b is None and la < 16:
+        parts.append(seq(NONZERO, rep(DIGIT, la, 15)))
     return alt(*parts) if len(parts) > 1 else parts[0]
 
 

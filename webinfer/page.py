@@ -13,6 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, shader_text, verify
 from .errors import WebinferError
+from .llm.constrain import with_constraint
 from .runtime import vision
 from .runtime.select import choose_program
 from .runtime.session import SessionCore
@@ -157,7 +158,7 @@ class WorkerHost:
         returns the turn's stats as JSON."""
         gen = self._get(handle)
         messages = json.loads(messages_json)
-        options = json.loads(options_json)
+        options = with_constraint(json.loads(options_json), gen.tokenizer)  # jsonSchema/regex/grammar
         async for tok in gen.achat(messages, **options):
             on_token(tok.id, tok.text)
         return json.dumps(gen.stats)

@@ -24,7 +24,8 @@
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
 //   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos}; temperature 0
-//   (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
+//   (the default) is greedy. Constrained output (one of): {jsonSchema: {...}, regex: "...", grammar: "GBNF",
+//   jsonObject: true}, with {whitespace: n} for JSON; the mask is applied in the GPU sampler. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
 //   (ttft_s, decode_tok_s) and reused_tokens.
 // onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
 
@@ -34,7 +35,8 @@ const TYPED = {
   uint64: BigUint64Array, bool: Uint8Array,
 };
 const OPTIONS = { maxNewTokens: "max_new_tokens", temperature: "temperature", topK: "top_k", topP: "top_p",
-  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos" };
+  repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos",
+  jsonSchema: "json_schema", regex: "regex", grammar: "grammar", jsonObject: "json_object", whitespace: "whitespace" };
 
 export class Tensor {
   constructor(type, data, dims) {

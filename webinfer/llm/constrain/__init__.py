@@ -133,3 +133,30 @@ def grammar_constraint(grammar: str, tokenizer, *, root: str = "root") -> Constr
     from .grammar import compile_grammar
 
     return _timed("grammar", lambda: compile_grammar(grammar, root), tokenizer)
+
+
+SPEC_OPTIONS = ("json_schema", "regex", "grammar", "json_object")
+
+
+def with_constraint(options: dict, tokenizer) -> dict:
+    """Generation options where ``json_schema`` (a schema), ``regex``, ``grammar`` (GBNF text) or ``json_object``
+    (true) become ``constraint=`` (the page's JS API: chat.send(messages, {jsonSchema: {...}})); ``whitespace``
+    goes with the JSON ones. At most one of them."""
+    given = [k for k in SPEC_OPTIONS if options.get(k) not in (None, False)]
+    if not given:
+        return {k: v for k, v in options.items() if k not in SPEC_OPTIONS and k != "whitespace"}
+    if len(given) > 1:
+        raise ConstraintError(f"give at most one of {', '.join(SPEC_OPTIONS)} (got {', '.join(given)})")
+    rest = {k: v for k, v in options.items() if k not in SPEC_OPTIONS and k != "whitespace"}
+    ws = options.get("whitespace", 0)
+    kind = given[0]
+    spec = options[kind]
+    if kind == "json_schema":
+        rest["constraint"] = json_schema_constraint(spec, tokenizer, whitespace=ws)
+    elif kind == "json_object":
+        rest["constraint"] = json_object_constraint(tokenizer, whitespace=ws)
+    elif kind == "regex":
+        rest["constraint"] = regex_constraint(spec, tokenizer)
+    else:
+        rest["constraint"] = grammar_constraint(spec, tokenizer)
+    return rest

@@ -19,10 +19,12 @@ from webinfer.llm.generate import Generator
 DATA = Path(__file__).parent / "data"
 SCHEMAS = json.loads((DATA / "constrain_schemas.json").read_text())
 SEEDS = [0, 1, 2, 3, 4]  # 0: greedy
+# bounded (at most 8 factors of at most 3 numbers), so an answer always fits in max_new_tokens
 ARITH = """root ::= expr
-expr ::= term ((" + " | " - ") term)*
-term ::= factor ((" * " | " / ") factor)*
-factor ::= [1-9] [0-9]{0,2} | "(" expr ")"
+expr ::= term ((" + " | " - ") term){0,3}
+term ::= factor ((" * " | " / ") factor){0,1}
+factor ::= num | "(" num ((" + " | " - " | " * ") num){1,2} ")"
+num ::= [1-9] [0-9]{0,2}
 """
 
 
@@ -38,6 +40,7 @@ def smollm(smollm_dir, tmp_path_factory) -> Generator:
 
 
 def _generate(gen: Generator, prompt: str, constraint, seed: int, max_new_tokens: int = 200) -> str:
+    """The model's answer to ``prompt`` under ``constraint`` (seed 0: greedy)."""
     list(gen.chat([{"role": "user", "content": prompt}], constraint=constraint, max_new_tokens=max_new_tokens,
                   **_opts(seed)))
     return gen.stats["text"]
@@ -69,11 +72,13 @@ def test_regex_outputs_match(smollm):
 def test_grammar_outputs_parse(smollm):
     g = grammar_constraint(ARITH, smollm.tokenizer)
     for seed in SEEDS[:3]:
-        text = _generate(smollm, "Write an arithmetic expression that equals 42.", g, seed, 60)
+        text = _generate(smollm, "Write an arithmetic expression that equals 42.", g, seed, 200)
         print(f"\ngrammar seed {seed}: {text}")
         assert g.matches(text), text  # not cut short by max_new_tokens
         ast.parse(text, mode="eval")
     j = grammar_constraint((DATA / "json.gbnf").read_text(), smollm.tokenizer)
-    text = _generate(smollm, "Describe a cat as a JSON object.", j, 0, 120)
+    list(smollm.chat([{"role": "user", "content": "Give a JSON object with a cat's name and age."}], constraint=j,
+                      max_new_tokens=200, repetition_penalty=1.2))
+    text = smollm.stats["text"]
     print(f"\njson.gbnf: {text}")
     assert isinstance(json.loads(text), dict)

@@ -81,17 +81,21 @@ class Vocabulary:
             todo.append((node, True))
             todo += [(c, False) for c in self.children[node].values()]
         self.below = [0] * n
+        self.height = [0] * n  # the most bytes below a node
         for node in range(n - 1, -1, -1):  # children are made after their parent
-            m = 0
+            m, h = 0, 0
             for b, c in self.children[node].items():
                 m |= (1 << b) | self.below[c]
-            self.below[node] = m
+                h = max(h, 1 + self.height[c])
+            self.below[node], self.height[node] = m, h
 
-    def allowed(self, machine, state: int, loops) -> list[int]:
-        """The short tokens whose bytes lead ``machine`` from ``state`` to a live state. ``loops(s)``: the
-        bytes that keep ``s`` where it is; a subtree using only those is taken whole without walking it."""
+    def allowed(self, machine, state: int, chain) -> list[int]:
+        """The short tokens whose bytes lead ``machine`` from ``state`` to a live state. ``chain(s)``: a byte set
+        and a depth such that every string of at most that many of those bytes keeps ``s`` live (a string's
+        characters counted towards its maxLength, or a loop); a subtree within both is taken whole."""
         rows, fill = machine.rows, machine.fill
         children, ids, below, order, lo, hi = self.children, self.ids, self.below, self.order, self.lo, self.hi
+        height = self.height
         out: list[int] = []
         todo = [(0, state)]
         while todo:
@@ -105,7 +109,7 @@ class Vocabulary:
                     continue
                 if not children[child]:
                     out += ids[child]
-                elif below[child] & ~loops(t) == 0:
+                elif below[child] & ~(c := chain(t))[0] == 0 and height[child] <= c[1]:
                     out += order[lo[child]:hi[child]]
                 else:
                     out += ids[child]
@@ -137,18 +141,37 @@ class Masks:
         self.vocab = vocab
         self._cache: dict[int, tuple[array, bool]] = {}
         self._short: dict[int, array] = {}
-        self._loops: dict[int, int] = {}
+        self._chains: dict[int, tuple[int, int]] = {}
 
-    def loops(self, state: int) -> int:
-        got = self._loops.get(state)
+    def chain(self, state: int) -> tuple[int, int]:
+        """(bytes, depth): the bytes that all lead ``state`` to one next state, and how many steps (up to
+        ``SHORT``) those same bytes keep leading every state on the way to one live next state."""
+        got = self._chains.get(state)
         if got is None:
-            m, got = self.machine, 0
-            row = m.rows[state]
+            step = self.machine.step
+            targets: dict[int, int] = {}
             for b in range(256):
-                t = row[b]
-                if (m.fill(state, b) if t == -2 else t) == state:
-                    got |= 1 << b
-            self._loops[state] = got
+                t = step(state, b)
+                if t >= 0:
+                    targets[t] = targets.get(t, 0) | (1 << b)
+            if not targets:
+                got = (0, 0)
+            else:
+                nxt, bits = max(targets.items(), key=lambda kv: bin(kv[1]).count("1"))
+                members = [b for b in range(256) if bits >> b & 1]
+                depth, s = 1, nxt
+                while depth < SHORT:
+                    after = {step(s, b) for b in members}
+                    if len(after) != 1 or -1 in after:
+                        break
+                    s2 = after.pop()
+                    depth += 1
+                    if s2 == s:  # a loop: any depth
+                        depth = SHORT
+                        break
+                    s = s2
+                got = (bits, depth)
+            self._chains[state] = got
         return got
 
     def _short_words(self, state: int) -> array:
@@ -157,7 +180,7 @@ class Masks:
         words = self._short.get(key)
         if words is None:
             words = array("I", bytes(4 * ((self.vocab.size + 31) // 32)))
-            for t in self.vocab.allowed(self.machine, state, self.loops):
+            for t in self.vocab.allowed(self.machine, state, self.chain):
                 words[t >> 5] |= 1 << (t & 31)
             self._short[key] = words
         return words

@@ -134,6 +134,8 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
              "penalty_ids": HostTensor("int32", (n_pen,), array("i", [-1] * n_pen).tobytes()),
              "verify_ids": HostTensor("int32", (1,), array("i", [-1]).tobytes())}
     feeds = {k: v for k, v in feeds.items() if k in gen._inputs}  # (artifacts built before the verify head)
+    if gen._mask_words:  # artifacts built with the constrained-decoding mask: every token allowed
+        feeds["token_mask"] = HostTensor("uint32", (gen._mask_words,), gen._all_tokens)
     dims = {gen.past_dim: pos}
     feeds.update(gen.logit_options.feeds())  # (no bias, no logprobs)
     gen.core.profile(feeds, dims)

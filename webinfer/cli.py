@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import cli_api, cli_prefix, cli_speculative, cli_speech, cli_vision
+from . import cli_api, cli_generate, cli_speech, cli_vision
 from . import cli_args as A
 from .errors import WebinferError
 
@@ -217,40 +217,6 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def cmd_generate(args) -> int:
-    import json
-
-    from .llm.generate import Generator, check_options
-
-    opts = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_k": args.top_k,
-            "top_p": args.top_p, "repetition_penalty": args.repetition_penalty, "seed": args.seed}
-    check_options(**opts)
-    gen = Generator.load(args.artifact)
-    cache = cli_prefix.before(gen, args)
-    opts["chat"] = args.chat
-    try:
-        for tok in gen.generate(args.prompt, **opts, **cli_speculative.options(args)):
-            if not args.json:
-                print(tok.text, end="", flush=True)
-    except KeyboardInterrupt:
-        gen.cancel()
-    cli_prefix.after(gen, args, cache)
-    st = gen.stats
-    if args.json:
-        print(json.dumps({k: st[k] for k in ("prompt_ids", "token_ids", "text", "prefill_tok_s", "decode_tok_s",
-                                             "ttft_s", "speculative") if k in st}, ensure_ascii=False))
-    else:
-        print()
-        print(f"[{len(st['prompt_ids'])} prompt tokens, {len(st['token_ids'])} generated; prefill "
-              f"{_rate(st['prefill_tok_s'])} tok/s, decode {_rate(st['decode_tok_s'])} tok/s, "
-              f"first token after {st['ttft_s']:.2f} s]", file=sys.stderr)
-    return 0
-
-
-def _rate(v) -> str:
-    return "-" if v is None else f"{v:.1f}"
-
-
 def cmd_bench(args) -> int:
     # The harness lives beside the package (benchmarks/): it needs the checkout's web/ and the peers.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -322,20 +288,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--file", action="append", metavar="FILE", help="copy FILE beside the page (e.g. a tokenizer)")
     _pyodide_args(w)
     w.set_defaults(fn=cmd_bundle)
-    g = sub.add_parser("generate", help="generate text with an artifact built from a decoder with a KV cache")
-    g.add_argument("artifact")
-    g.add_argument("--prompt", required=True)
-    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    g.add_argument("--max-new-tokens", type=A.positive_int, default=64)
-    g.add_argument("--temperature", type=A.finite_float, default=0.0, help="0 (the default) is greedy")
-    g.add_argument("--top-k", type=A.non_negative_int, default=0, help="0 (the default) turns it off")
-    g.add_argument("--top-p", type=A.finite_float, default=1.0, help="in (0, 1]; 1 (the default) turns it off")
-    g.add_argument("--repetition-penalty", type=A.finite_float, default=1.0, help="> 0; 1 (the default) is none")
-    g.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
-    g.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
-    cli_prefix.add_generate_flags(g)
-    cli_speculative.add_flags(g)
-    g.set_defaults(fn=cmd_generate)
+    cli_generate.register(sub)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy")

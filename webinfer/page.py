@@ -13,6 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
+from .llm.constrain import with_constraint
 from .llm.openai_api import model_name
 from .runtime import audio, vision, vision_tasks
 from .runtime.select import choose_program
@@ -220,7 +221,7 @@ class WorkerHost:
         one that cannot be is ignored, its reason in the stats' ``prefix_cache.warning``."""
         gen = self._get(handle)
         messages = json.loads(messages_json)
-        options = json.loads(options_json)
+        options = with_constraint(json.loads(options_json), gen.tokenizer)  # jsonSchema/regex/grammar
         async with self._busy(handle):
             restored = None if prefix_blob is None else self._prefix(handle).restore(gen, _bytes(prefix_blob), messages)
             async for tok in gen.achat(messages, **options):

@@ -112,7 +112,9 @@ def llama_runs(model_path: Path, n_prompt: int = 70):
                  "position_ids": np.arange(pos, n, dtype=np.int64)[None],
                  "sampling_params": np.array([0.0, 0.0, 1.0, 1.0], np.float32),
                  "sampling_seed": np.array([0, 0], np.uint32), "penalty_ids": np.full((MAX_SEQ,), -1, np.int32),
-                 "verify_ids": np.full((1,), -1, np.int32)}
+                 "verify_ids": np.full((1,), -1, np.int32),
+
+                 "token_mask": np.full((512 // 32,), 0xFFFFFFFF, np.uint32)}  # every token allowed
         runs.append((feeds, {"past_sequence": pos}))
         full = {"input_ids": np.array([ids[:n]], np.int64), "attention_mask": np.ones((1, n), np.int64),
                 "position_ids": np.arange(n, dtype=np.int64)[None], **past}

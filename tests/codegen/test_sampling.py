@@ -123,3 +123,69 @@ def test_frequencies_follow_the_distribution(sampler):
     chi2 = float((((counts - expected) ** 2)[mask] / expected[mask]).sum())
     assert counts[~mask].sum() == 0
     assert chi2 < 20.5, (counts, expected)  # chi-square, 5 degrees of freedom, p = 0.001
+
+
+@pytest.fixture(scope="module")
+def masked_sampler(tmp_path_factory):
+    """SampleToken with its optional fifth input, the allowed-token bitmask (constrained decoding)."""
+    vocab = 1000
+    words = (vocab + 31) // 32
+    node = helper.make_node("SampleToken", ["logits", "sp", "seed", "pen", "mask"], ["tok"], domain="webinfer")
+    graph = helper.make_graph([node], "sample_masked", [
+        helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab]),
+        helper.make_tensor_value_info("sp", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("seed", TensorProto.UINT32, [2]),
+        helper.make_tensor_value_info("pen", TensorProto.INT32, [P]),
+        helper.make_tensor_value_info("mask", TensorProto.UINT32, [words]),
+    ], [helper.make_tensor_value_info("tok", TensorProto.INT32, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("webinfer", 1)])
+    out = tmp_path_factory.mktemp("sample_masked") / "m.wi"
+    webinfer.build(model, str(out))
+    sess = webinfer.InferenceSession(str(out))
+
+    def run(logits, keep, temperature=0.0, top_k=0, top_p=1.0, penalty=1.0, pen_ids=(), seed=0):
+        bits = np.zeros(words * 32, np.uint8)
+        bits[sorted(keep)] = 1
+        mask = np.packbits(bits.reshape(-1, 8)[:, ::-1]).view("<u4")  # bit i % 32 of word i // 32
+        pen = np.full(P, -1, np.int32)
+        pen[: len(pen_ids)] = pen_ids
+        feeds = {"logits": np.asarray(logits, np.float32).reshape(1, 1, -1),
+                 "sp": np.array([temperature, top_k, top_p, penalty], np.float32),
+                 "seed": np.array([seed, 0], np.uint32), "pen": pen, "mask": mask.astype(np.uint32)}
+        return int(sess.run(None, feeds)[0][0])
+
+    return run
+
+
+def _masked(logits, keep):
+    x = np.full(len(logits), -np.inf, np.float32)
+    idx = sorted(keep)
+    x[idx] = np.asarray(logits, np.float32)[idx]
+    return x
+
+
+def test_mask_greedy_is_argmax_over_the_allowed_tokens(masked_sampler):
+    rng = np.random.default_rng(3)
+    for trial in range(4):
+        logits = (rng.normal(size=1000) * 3).astype(np.float32)
+        keep = set(rng.choice(1000, size=[1, 7, 100, 999][trial], replace=False).tolist())
+        assert masked_sampler(logits, keep) == int(np.argmax(_masked(logits, keep)))
+    # the penalty never revives a disallowed token
+    logits = np.linspace(-1, 1, 1000).astype(np.float32)
+    keep = {3, 500}
+    assert masked_sampler(logits, keep, penalty=0.01, pen_ids=[999, 998]) == 500
+
+
+@pytest.mark.parametrize("top_k,top_p", [(0, 1.0), (5, 1.0), (0, 0.6), (30, 0.9)])
+def test_mask_draws_stay_in_the_allowed_tokens(masked_sampler, top_k, top_p):
+    rng = np.random.default_rng(top_k + 10)
+    logits = (rng.normal(size=1000) * 2).astype(np.float32)
+    logits[:50] += 8  # the unmasked favourites are all disallowed
+    keep = set(range(50, 1000, 7))
+    kept, p = allowed(_masked(logits, keep), 0.9, top_k, top_p)
+    want = {i for i in kept if p[i] > 0}  # a disallowed token has probability 0 (its logit is -inf)
+    assert want and want <= keep
+    draws = {masked_sampler(logits, keep, temperature=0.9, top_k=top_k, top_p=top_p, seed=s) for s in range(40)}
+    assert draws <= want
+    if len(want) > 3:
+        assert len(draws) > 1

@@ -66,10 +66,16 @@ def tiny_gen(tiny_wi):
 
 
 @pytest.fixture(scope="session")
-def tiny_chat_gen(tiny_chat_dir, tmp_path_factory):
+def tiny_chat_wi(tiny_chat_dir, tmp_path_factory) -> Path:
     import webinfer
-    from webinfer.llm.generate import Generator
 
     out = tmp_path_factory.mktemp("tiny-chat") / "chat.wi"
     webinfer.build(str(tiny_chat_dir / "model.onnx"), str(out), max_seq=512, target="software")
-    return Generator.load(str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_gen(tiny_chat_wi):
+    from webinfer.llm.generate import Generator
+
+    return Generator.load(str(tiny_chat_wi))

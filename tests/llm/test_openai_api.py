@@ -34,7 +34,7 @@ def minilm_wi(tmp_path_factory):
 @pytest.fixture(scope="module")
 def smol_wi(smollm_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("smol") / "smol.wi"
-    webinfer.build(str(smollm_dir / "model.onnx"), str(out), max_seq=256, target="software")
+    webinfer.build(str(smollm_dir / "model.onnx"), str(out), max_seq=512, target="software")
     return out
 
 
@@ -100,7 +100,6 @@ def test_api_errors_are_one_line_openai_shaped(server):
              ({"logit_bias": {"49152": 1}}, openai.BadRequestError, "outside the vocabulary"),
              ({"n": 2}, openai.BadRequestError, "n must be 1"),
              ({"model": "nope"}, openai.NotFoundError, "not loaded"),
-             ({"response_format": {"type": "json_object"}}, openai.BadRequestError, "constrained decoding"),
              ({"temperature": 3}, openai.BadRequestError, "temperature")]
     for extra, exc, words in cases:
         with pytest.raises(exc) as info:
@@ -220,3 +219,38 @@ def test_serve_api_cli_answers_the_openai_client(tiny_chat_dir, tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+@pytest.mark.slow
+def test_structured_output_and_forced_tool_calls_through_the_openai_client(server):
+    """response_format json_schema and tool_choice "required" go through constrained decoding (llm/constrain):
+    every answer parses and validates (jsonschema), every forced call names a given tool with valid arguments."""
+    import jsonschema
+    import openai
+
+    _, url = server
+    oa = openai.OpenAI(base_url=url, api_key="none")
+    person = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+    for seed in range(3):
+        reply = oa.chat.completions.create(
+            model="smol", messages=[{"role": "user", "content": "Describe a person as JSON."}], seed=seed,
+            temperature=0.7, max_tokens=40, response_format={"type": "json_schema",
+                                                             "json_schema": {"name": "person", "schema": person}})
+        jsonschema.validate(json.loads(reply.choices[0].message.content), person)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+        "additionalProperties": False}}},
+             {"type": "function", "function": {"name": "get_time", "parameters": {
+                 "type": "object", "properties": {"zone": {"type": "string", "maxLength": 10}}, "required": ["zone"],
+                 "additionalProperties": False}}}]
+    for seed in range(3):
+        reply = oa.chat.completions.create(
+            model="smol", messages=[{"role": "user", "content": "What is the weather in Paris?"}], seed=seed,
+            temperature=0.7, max_tokens=60, tools=tools, tool_choice="required")
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls", choice
+        (call,) = choice.message.tool_calls
+        tool = next(t for t in tools if t["function"]["name"] == call.function.name)
+        jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])

@@ -42,11 +42,8 @@ def constraint_for(req: ChatRequest, tokenizer):
     """The decoding constraint a request needs (None for free text); the one seam to webinfer.llm.constrain."""
     if not req.constrained:
         return None
-    try:
-        from .constrain import json_schema_constraint
-    except ImportError:
-        raise WebinferError("constrained decoding is not available in this build (needed by response_format "
-                            "json_object/json_schema and tool_choice 'required' or a named tool)") from None
+    from .constrain import json_schema_constraint
+
     if req.forced_tool:
         tools = req.tools if req.tool_choice == "required" else [
             t for t in req.tools if t["function"]["name"] == req.tool_choice["function"]["name"]]

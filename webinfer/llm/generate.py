@@ -58,6 +58,9 @@ class Generator:
                                  if io["name"] == "penalty_ids")
         self._inputs = names
         self.logit_options = LogitOptions(core)  # a request's logit_bias / logprobs (llm/logit_options.py)
+        self._mask_words = next((core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
+                                 if io["name"] == "token_mask"), 0)
+        self._all_tokens = b"\xff" * (4 * self._mask_words)
         self._cancelled = False
         self._cached: list[int] = []  # the token ids whose keys/values the cache holds, from position 0
         self.artifact_sha256: str | None = None  # the manifest's sha256: a saved prefix cache's identity
@@ -166,9 +169,11 @@ class Generator:
     async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
                         top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
                         stop_at_eos: bool = True, system: str | None = None, speculative=None,
-                        draft_tokens: int | None = None):
+                        draft_tokens: int | None = None, constraint=None):
         """Async iterator of Tokens. ``prompt`` is text (or a list of token ids). ``speculative``: "ngram" or
-        a draft Generator, proposing ``draft_tokens`` tokens a step (default 7 / 4: llm/speculative.py)."""
+        a draft Generator, proposing ``draft_tokens`` tokens a step (default 7 / 4: llm/speculative.py).
+        ``constraint`` (llm/constrain): the output must match it; its allowed-token mask is applied on the GPU
+        each step, and the generation ends when the constraint allows nothing more."""
         ids = list(prompt) if isinstance(prompt, (list, tuple)) else self.prompt_ids(prompt, chat, system)
         check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
         if not ids:
@@ -177,9 +182,12 @@ class Generator:
             raise WebinferError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the KV "
                                 f"cache of {self.max_seq} positions (start a new conversation, ask for fewer "
                                 "tokens, or rebuild with a larger --max-seq)")
+        matcher = self._matcher(constraint)
         self._cancelled = False
-        eos = self.tokenizer.eos_token_id if stop_at_eos and self.tokenizer is not None else None
+        eos = self.tokenizer.eos_token_id if (stop_at_eos or matcher) and self.tokenizer is not None else None
         if speculative is not None:
+            if matcher is not None:  # (VerifyDraft does not apply the token mask)
+                raise WebinferError("speculative decoding with a constraint is not supported yet: use one or the other")
             from .speculative import agenerate_speculative
 
             async for tok in agenerate_speculative(self, ids, speculative, draft_tokens, Token, eos=eos, seed=seed,
@@ -197,9 +205,11 @@ class Generator:
         t_first = None
         # Without a repetition penalty the next step needs nothing from the host: it is launched before the
         # current token is read, and takes that token on the GPU (one step stays in flight).
-        overlap = repetition_penalty == 1.0
+        # A constraint's mask depends on the token just sampled: its steps wait for it.
+        overlap = repetition_penalty == 1.0 and matcher is None
         self._cached = []  # unknown while steps run; set again when the generation ends without an error
-        ticket = self._launch(ids[reused:], reused, params, seed, 0, history if not overlap else [], None, overlap)
+        ticket = self._launch(ids[reused:], reused, params, seed, 0, history if not overlap else [], None, overlap,
+                              mask=self._mask(matcher))
         pos = len(ids)
         failed = True
         try:
@@ -220,9 +230,14 @@ class Generator:
                 yield Token(token, text)
                 if token == eos or self._cancelled or step + 1 == max_new_tokens:
                     break
+                if matcher is not None:
+                    matcher.advance(token)
+                    if matcher.finished():
+                        break
                 failed = True
                 if not overlap:
-                    nxt = self._launch([token], pos, params, seed, step + 1, history, None, False)
+                    nxt = self._launch([token], pos, params, seed, step + 1, history, None, False,
+                                       mask=self._mask(matcher))
                 ticket, pos = nxt, pos + 1
         finally:
             # Every token but the last was fed to a step that was submitted: its keys and values are in place.
@@ -238,11 +253,24 @@ class Generator:
             "cancelled": self._cancelled,
         })
 
+    def _matcher(self, constraint):
+        if constraint is None:
+            return None
+        if "token_mask" not in self._inputs:
+            raise WebinferError("this artifact was built before constrained decoding (no token_mask input): "
+                                "rebuild it to use a constraint")
+        return constraint.matcher()
+
+    def _mask(self, matcher) -> bytes | None:
+        return matcher.mask(self._mask_words) if matcher is not None else None
+
     def _launch(self, ids: list[int], pos: int, params: bytes, seed: int, step: int, history: list[int],
-                token_buffer, overlap: bool, outputs: tuple = ("next_token",), verify: list[int] | None = None) -> dict:
+                token_buffer, overlap: bool, outputs: tuple = ("next_token",), verify: list[int] | None = None,
+                mask: bytes | None = None) -> dict:
         """Submit one step. ``token_buffer``: the GPU buffer holding the previous step's sampled token, copied
         into input_ids on the GPU (``ids`` then only gives the shape). ``outputs``: what to read back.
-        ``verify``: the draft tokens this step checks (llm/speculative.py), one per id, the last unused."""
+        ``verify``: the draft tokens this step checks (llm/speculative.py), one per id, the last unused.
+        ``mask``: the allowed-token bitmask (None: every token)."""
         n = len(ids)
         pen = array("i", history[-self._penalty_len:])
         pen.extend([-1] * (self._penalty_len - len(pen)))
@@ -256,6 +284,8 @@ class Generator:
             "verify_ids": HostTensor("int32", (len(verify or [0]),), array("i", verify or [-1]).tobytes()),
         }
         feeds.update(self.logit_options.feeds())
+        if "token_mask" in self._inputs:
+            feeds["token_mask"] = HostTensor("uint32", (self._mask_words,), mask or self._all_tokens)
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.core.launch(list(outputs) + self.logit_options.outputs, feeds, {self.past_dim: pos},

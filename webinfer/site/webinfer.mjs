@@ -30,7 +30,9 @@
 //   options: {maxNewTokens, temperature, topK, topP, repetitionPenalty, seed, stopAtEos, prefixCache}; temperature
 //   0 (the default) is greedy. send() yields {id, text} per token; chat.stats then holds the turn's ids, timings
 //   (ttft_s, decode_tok_s) and reused_tokens. {speculative: "ngram", draftTokens: k}: prompt-lookup speculative
-//   decoding (same ids when greedy; stats.speculative.acceptance_rate).
+//   decoding (same ids when greedy; stats.speculative.acceptance_rate). Constrained output (one of): {jsonSchema:
+//   {...}, regex: "...", grammar: "GBNF", jsonObject: true}, with {whitespace: n} for JSON; the mask is applied
+//   in the GPU sampler.
 //   prefixCache (off by default; per chat, or per send): a conversation that opens with a system message keeps
 //   that prompt's KV cache in Cache Storage, so the next visit restores it instead of prefilling it;
 //   chat.stats.prefix_cache says what happened ({status: "restored" | "refused" | "miss" | "held", ...}).
@@ -53,7 +55,8 @@ const TYPED = {
 };
 const OPTIONS = { maxNewTokens: "max_new_tokens", temperature: "temperature", topK: "top_k", topP: "top_p",
   repetitionPenalty: "repetition_penalty", seed: "seed", stopAtEos: "stop_at_eos",
-  speculative: "speculative", draftTokens: "draft_tokens" };
+  speculative: "speculative", draftTokens: "draft_tokens",
+  jsonSchema: "json_schema", regex: "regex", grammar: "grammar", jsonObject: "json_object", whitespace: "whitespace" };
 
 export class Tensor {
   constructor(type, data, dims) {

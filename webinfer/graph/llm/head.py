@@ -9,6 +9,10 @@ New graph inputs, written by the generator each step:
   sampling_params  float32 [4]       temperature (0 = greedy), top_k (0 = off), top_p (1 = off), repetition penalty
   sampling_seed    uint32  [2]       seed, step (the random stream is a hash of both)
   penalty_ids      int32   [max_seq] ids the repetition penalty applies to, -1 padded
+  token_mask       uint32  [ceil(vocab / 32)] bit i % 32 of word i // 32 allows token i (all ones: no
+                   constraint); constrained decoding (llm/constrain) writes the allowed-token set here, so
+                   disallowed logits become -inf inside the sampler and logits are never read back.
+                   Artifacts built before it have no such input: the generator then refuses constraints.
 New output ``next_token`` int32 [1].
 """
 
@@ -89,15 +93,20 @@ def _per_column(c: np.ndarray) -> bool:
 
 
 def sample_token(model: ir.Model, max_seq: int) -> int:
-    """Append ``next_token = webinfer.SampleToken(logits, sampling_params, sampling_seed, penalty_ids)``."""
+    """Append ``next_token = webinfer.SampleToken(logits, sampling_params, sampling_seed, penalty_ids,
+    token_mask)``."""
     graph = model.graph
     logits = _graph_output(graph, LOGITS)
     if logits is None:
         raise HeadError("the model has no 'logits' output")
+    vocab = logits.shape[-1] if logits.shape is not None and len(logits.shape) else None
+    if not isinstance(vocab, int):
+        raise HeadError("the vocabulary size (the last dim of 'logits') must be fixed")
     inputs = [
         ir.Value(name="sampling_params", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([4])),
         ir.Value(name="sampling_seed", type=ir.TensorType(ir.DataType.UINT32), shape=ir.Shape([2])),
         ir.Value(name="penalty_ids", type=ir.TensorType(ir.DataType.INT32), shape=ir.Shape([max_seq])),
+        ir.Value(name="token_mask", type=ir.TensorType(ir.DataType.UINT32), shape=ir.Shape([(vocab + 31) // 32])),
     ]
     graph.inputs.extend(inputs)
     node = ir.Node(DOMAIN, "SampleToken", [logits, *inputs], name="sample_token", num_outputs=1)

@@ -38,23 +38,28 @@ def tiny_model(path) -> str:
 
 def test_browser_engines_fill_every_cell(tmp_path):
     onnx_path = tiny_model(tmp_path / "tiny.onnx")
-    build(onnx_path, str(tmp_path / "tiny.wi"))
+    build(onnx_path, str(tmp_path / "tiny.wi"), cpu=True)  # (cpu: the CPU path's column runs its CPU model)
     x = np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
     good = S.ModelSpec("tiny", onnx_path, {"x": x}, artifact=str(tmp_path / "tiny.wi"))
     # A model every engine fails on: its ONNX file is garbage and its artifact lacks its weights.
     (tmp_path / "broken.onnx").write_bytes(b"not an onnx file")
-    build(onnx_path, str(tmp_path / "broken.wi"))
-    for shard in (tmp_path / "broken.wi").rglob("*.bin"):
+    build(onnx_path, str(tmp_path / "broken.wi"), cpu=True)
+    for shard in [*(tmp_path / "broken.wi").rglob("*.bin"), *(tmp_path / "broken.wi").rglob("cpu-model.onnx")]:
         shard.unlink()
     broken = S.ModelSpec("broken", str(tmp_path / "broken.onnx"), {"x": x}, artifact=str(tmp_path / "broken.wi"),
                          outputs=["y"], reference={"y": np.zeros((4, 8), np.float32)})
     S.prepare(good)
     logs: list[str] = []
     # the harness's browser pass; its rows_for checks each engine's outputs against onnxruntime CPU's
-    rows = run_browser(harness.BROWSER, [good, broken], harness.Settings(quick=True), str(tmp_path),
-                       harness.rows_for, harness.unavailable, logs.append)
+    # (in a thread of its own: the bench drives its own sync Playwright, which refuses a thread where another
+    # test's Playwright left an event loop running)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        rows = pool.submit(run_browser, harness.BROWSER, [good, broken], harness.Settings(quick=True), str(tmp_path),
+                           harness.rows_for, harness.unavailable, logs.append).result()
     cell = {(r["engine"], r["model"], r["metric"]): r for r in rows}
-    assert len(rows) == len(cell) == 3 * 2 * 2, rows
+    assert len(rows) == len(cell) == len(harness.BROWSER) * 2 * 2, rows
     for engine in harness.BROWSER:
         for metric in ("latency", "first result"):
             r = cell[(engine, "tiny", metric)]
@@ -63,8 +68,9 @@ def test_browser_engines_fill_every_cell(tmp_path):
         for metric in ("latency", "first result"):
             r = cell[(engine, "broken", metric)]
             assert r["median"] is None and r["error"], r
-            # webinfer cannot fetch the missing shard; onnxruntime-web cannot parse the file
-            assert ("shard-000.bin" if engine == "webinfer-pyodide" else "session") in r["error"], r
+            # webinfer cannot fetch the missing shard; onnxruntime-web (and the CPU path over it) cannot parse the file
+            want = "shard-000.bin" if engine == "webinfer-pyodide" else "session"
+            assert want in r["error"], r
     assert cell[("ort-web-wasm", "tiny", "latency")]["adapter"].startswith("wasm")
     assert cell[("webinfer-pyodide", "tiny", "first result")]["samples"] == 1
 

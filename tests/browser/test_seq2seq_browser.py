@@ -84,7 +84,7 @@ def test_transcription_in_chromium_equals_onnxruntime(page, tmp_path, webinfer_w
     from webinfer.serve import serve_in_thread
 
     folder, first, eos = _whisper(weights)
-    webinfer.build(str(folder), str(tmp_path / "whisper.wi"), target="software")
+    webinfer.build(str(folder), str(tmp_path / "whisper.wi"), target="software", preprocess="none")  # features in
     bundle(str(tmp_path / "whisper.wi"), str(tmp_path / "site"), wheel=webinfer_wheel)
     server, url = serve_in_thread(str(tmp_path / "site"))
     try:

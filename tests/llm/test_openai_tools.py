@@ -165,16 +165,3 @@ def test_requests_refused_in_one_line(body, words):
         parse_chat_request({"messages": [{"role": "user", "content": "hi"}], **body})
     assert words in str(info.value) and "\n" not in str(info.value)
 
-
-def test_constrained_requests_wait_for_constrained_decoding(smol_tokenizer):
-    try:
-        import webinfer.llm.constrain  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("webinfer.llm.constrain is present: its own tests cover constrained requests")
-    client = Client(Scripted(smol_tokenizer, ["{}"]))
-    for extra in ({"response_format": {"type": "json_object"}}, {"tools": TOOLS, "tool_choice": "required"},
-                  {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}):
-        with pytest.raises(WebinferError, match="constrained decoding is not available"):
-            client.chat.completions.create(messages=ASK, **extra)

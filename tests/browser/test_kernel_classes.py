@@ -1,4 +1,4 @@
-"""Kernel classes in the page: the worker's chooseProgram (webinfer/site/worker.mjs) and Python's select.py
+"""Kernel classes in the page: the worker's chooseProgram (webinfer/site/gpu_device.mjs) and Python's select.py
 pick the same program of a portable artifact on Chromium's SwiftShader (software-subgroups: a CPU adapter
 with subgroups), and the page's ?class=gpu (load(url, {kernelClass})) runs another one correctly there."""
 

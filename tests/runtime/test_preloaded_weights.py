@@ -28,7 +28,7 @@ def _model():
 
 
 def _upload_like_the_browser(device, art: Artifact) -> dict:
-    """What webinfer/site/worker.mjs does: one buffer per weight tensor, each chunk written from its shard."""
+    """What webinfer/site/weights.mjs does: one buffer per weight tensor, each chunk written from its shard."""
     buffers = {}
     for tid, t in enumerate(art.manifest["tensors"]):
         if t["kind"] != "weight":

@@ -1,5 +1,5 @@
 """Weights bound as 2-D textures (a kernel class's ``weight_textures``): the layout the build, both runtimes
-and the page's loader (webinfer/site/worker.mjs ``textureSize``) agree on. Standard library only.
+and the page's loader (webinfer/site/weights.mjs ``textureSize``) agree on. Standard library only.
 
 A tensor's bytes fill texels row by row. The width is a power of two, so a shader finds texel i at
 (i & (w - 1), i >> log2 w) from ``textureDimensions`` and nothing of the layout is compiled into it. Rows are

@@ -34,7 +34,7 @@ _REQUEST_ADAPTER_LIMITS = ("maxStorageBufferBindingSize", "maxBufferSize")
 # Requested when the adapter has them, so kernel classes that need them can be chosen (runtime/select.py).
 REQUEST_FEATURES = ("shader-f16", "subgroups")
 # WGSL language features kernel classes may need (navigator.gpu.wgslLanguageFeatures), counted as features by
-# selection as the page's chooseProgram counts them (webinfer/site/worker.mjs).
+# selection as the page's chooseProgram counts them (webinfer/site/gpu_device.mjs).
 WGSL_LANGUAGE_FEATURES = ("packed_4x8_integer_dot_product",)
 
 

@@ -1,5 +1,5 @@
 """Which of an artifact's programs a device runs: chosen at session start from the adapter's type, features and
-limits. Standard library only (it runs in Pyodide too); web/site/webinfer.mjs ``chooseProgram`` applies the
+limits. Standard library only (it runs in Pyodide too); webinfer/site/gpu_device.mjs ``chooseProgram`` applies the
 same rule in the page, to upload only the chosen program's weights.
 
 The rule, over the programs in the artifact's order of preference:

@@ -1,0 +1,127 @@
+// Weights from the site into GPU buffers: each shard fetched (Cache Storage first), checked against the
+// manifest's sha256 and written chunk by chunk; never whole in Python's heap.
+
+export const CACHE_NAME = "webinfer-weights-v1";
+
+export function hex(buf) {
+  return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function readBody(response, expected, onBytes) {
+  const out = new Uint8Array(expected);
+  let at = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (at + value.length > expected) throw new Error(`${response.url}: larger than the manifest says`);
+    out.set(value, at);
+    at += value.length;
+    onBytes(value.length);
+  }
+  if (at !== expected) throw new Error(`${response.url}: ${at} bytes, the manifest expects ${expected}`);
+  return out;
+}
+
+// Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes and where they came from.
+export async function fetchShard(cache, url, entry, onBytes) {
+  const key = `${url}?sha256=${entry.sha256}`;
+  let response = cache ? await cache.match(key) : undefined;
+  const cached = Boolean(response);
+  if (!response) {
+    response = await fetch(url);
+    if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+  }
+  const bytes = await readBody(response, entry.bytes, (n) => onBytes(n, cached));
+  const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
+  if (digest !== entry.sha256) {
+    if (cache) await cache.delete(key);
+    throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
+  }
+  if (cache && !cached) {  // (a full quota must not fail the load: the next visit fetches it again)
+    await cache.put(key, new Response(bytes)).catch((e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
+  }
+  return { bytes, cached };
+}
+
+// A weight bound as a texture (the program's `textures`), laid out as webinfer/format/textures.py says: texels
+// row by row, a power-of-two width of at least 256 texels (a shorter tensor: its count rounded up), at most
+// 8192 rows and columns. Returns [width, height].
+const TEXEL_BYTES = { rgba32uint: 16, rg32float: 8, r32float: 4 };
+function pow2AtLeast(n) {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+export function textureSize(nbytes, format) {
+  const texels = Math.max(1, Math.ceil(nbytes / TEXEL_BYTES[format]));
+  const width = Math.max(pow2AtLeast(Math.min(texels, 256)), pow2AtLeast(Math.ceil(texels / 8192)));
+  const height = Math.ceil(texels / width);
+  if (!(format in TEXEL_BYTES) || width > 8192 || height > 8192) {
+    throw new Error(`a weight of ${nbytes} bytes cannot be a ${format} texture`);
+  }
+  return [width, height];
+}
+
+// One storage buffer per weight tensor the program reads, as SessionCore._upload_weights makes them; every
+// chunk is written from its shard with queue.writeBuffer. A weight the program binds as a texture is gathered
+// in memory and written once, when its shards are in. Returns [[tensorId, GPUBuffer | GPUTexture], ...].
+export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0]) {
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const pairs = [];
+  const perShard = manifest.shards.map(() => []);
+  const textureFormats = new Map(program.textures || []);
+  const staged = [];
+  program.weights.forEach((tid) => {
+    const t = manifest.tensors[tid];
+    for (const d of t.shape) {
+      if (!Number.isInteger(d)) throw new Error(`weight tensor ${tid} has a symbolic shape`);
+    }
+    // the bytes its chunks write: 4 per element, less for packed types (int4, bfloat16, float8...)
+    let nbytes = 0;
+    for (const [, , size, dst] of t.chunks) nbytes = Math.max(nbytes, dst + size);
+    if (textureFormats.has(tid)) {
+      const format = textureFormats.get(tid);
+      const [width, height] = textureSize(nbytes, format);
+      const texture = device.createTexture({
+        size: [width, height], format, usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+      });
+      const bytes = new Uint8Array(width * height * TEXEL_BYTES[format]);
+      pairs.push([tid, texture]);
+      staged.push({ texture, bytes, width, height, row: width * TEXEL_BYTES[format] });
+      for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([bytes, offset, size, dst]);
+      return;
+    }
+    const buffer = device.createBuffer({ size: Math.max(16, Math.ceil(nbytes / 16) * 16), usage });
+    pairs.push([tid, buffer]);
+    for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([buffer, offset, size, dst]);
+  });
+  const total = manifest.shards.reduce((s, e) => s + e.bytes, 0);
+  let loaded = 0;
+  let fromCache = 0;
+  let cache = null;
+  try {
+    cache = await caches.open(CACHE_NAME);
+  } catch (e) {
+    console.warn("Cache Storage unavailable; weights will be fetched every visit:", e);
+  }
+  progress({ phase: "weights", loaded: 0, total, cached: false });
+  for (let i = 0; i < manifest.shards.length; i++) {
+    const entry = manifest.shards[i];
+    const url = new URL(entry.file, artifactURL).href;
+    const { bytes, cached } = await fetchShard(cache, url, entry, (n, fromCacheNow) => {
+      loaded += n;
+      progress({ phase: "weights", loaded, total, cached: fromCacheNow });
+    });
+    if (cached) fromCache += 1;
+    for (const [target, offset, size, dst] of perShard[i]) {
+      if (target instanceof Uint8Array) target.set(bytes.subarray(offset, offset + size), dst);
+      else device.queue.writeBuffer(target, dst, bytes, offset, size);
+    }
+  }
+  for (const s of staged) {
+    device.queue.writeTexture({ texture: s.texture }, s.bytes, { bytesPerRow: s.row, rowsPerImage: s.height },
+      [s.width, s.height]);
+  }
+  return { pairs, total, fromCache, shards: manifest.shards.length };
+}

@@ -88,6 +88,8 @@ def test_manifest_sha256_written_and_checked(artifact, tmp_path):
     ("a chunk shorter than its tensor",
      lambda m: m["tensors"][_weight(m)]["chunks"][0].__setitem__(2, 8),
      ["chunks", "hold 8 bytes", "need 64"]),
+    ("an offset on a tensor that is no view", lambda m: m["tensors"][_weight(m)].__setitem__("offset", 4),
+     [".offset", "only a view"]),
     ("a negative shape", lambda m: m["tensors"][_weight(m)]["shape"].__setitem__(0, -4), ["shape[0]", "negative dim"]),
     ("an out-of-range shader index", lambda m: m["programs"][0]["steps"][0].__setitem__("shader", 99),
      ["programs[0].steps[0].shader", "shader 99 does not exist"]),

@@ -28,6 +28,7 @@ class Tensor:
     alias: "Tensor | None" = None
     name: str | None = None  # graph value name (manifest only, never WGSL)
     capacity: tuple | None = None  # a state's allocated shape (its bound dim at the maximum)
+    offset: Dim = 0  # a view's first element in its alias's storage (a band of an input past one binding)
 
     @property
     def rank(self) -> int:

@@ -66,6 +66,8 @@ class _Table:
             fresh.append((t, entry))
             if t.capacity is not None:
                 entry["capacity"] = list(t.capacity)
+            if not (isinstance(t.offset, int) and t.offset == 0):
+                entry["offset"] = D.to_json(t.offset)
             if t.kind == "weight":
                 entry["chunks"] = self.writer.add_weight(data)
             elif t.kind == "const" or t.sym is not None:
@@ -118,9 +120,9 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
         if table.entries[tid]["kind"] == "weight":
             weights.add(tid)
     limits = {_LIMIT_NAMES[k]: LIMITS[options.limits][k] for k in _LIMIT_NAMES}
-    largest = _largest_binding(steps, table, {tid for tid, _ in _textures(program, ids)})
-    if largest:  # a device that cannot bind the largest weight or state is refused before any shard is fetched
-        limits.update({"max-storage-buffer-binding-size": largest, "max-buffer-size": largest})
+    binding, buffer = _largest_binding(steps, table, {tid for tid, _ in _textures(program, ids)})
+    if buffer:  # a device that cannot bind the largest weight or state is refused before any shard is fetched
+        limits.update({"max-storage-buffer-binding-size": binding, "max-buffer-size": buffer})
     return {
         "class": kclass.name,
         "adapter_types": list(kclass.adapter_types),
@@ -139,19 +141,28 @@ def _program_entry(kclass: KernelClass, program: Program, ids: dict[int, int], t
     }
 
 
-def _largest_binding(steps: list[dict], table: _Table, textures: set[int]) -> int:
-    """Bytes of the largest buffer of static size (weights, states at capacity, fixed temporaries) the steps bind
-    as storage: the binding and buffer size a device must grant. Tensors sized by symbolic dims are checked when
-    a run sizes them (runtime/session.py)."""
-    largest = 0
+def _largest_binding(steps: list[dict], table: _Table, textures: set[int]) -> tuple[int, int]:
+    """Bytes of the largest binding and of the largest buffer of static size (weights, states at capacity,
+    fixed temporaries) the steps bind as storage: what a device must grant. A band of a big input (a view at an
+    offset) binds only its own part of its buffer. Tensors sized by symbolic dims are checked when a run sizes
+    them (runtime/session.py)."""
+    largest_binding = largest_buffer = 0
     for tid in {t for s in steps for t in s["reads"] + s["writes"]}:
+        if tid in textures:
+            continue
+        own = table.entries[tid]
         while table.entries[tid]["alias"] is not None:
             tid = table.entries[tid]["alias"]
         entry = table.entries[tid]
         shape = entry.get("capacity") or entry["shape"]
-        if tid not in textures and all(isinstance(d, int) for d in shape):
-            largest = max(largest, gpu_nbytes(entry["dtype"], int(np.prod(shape, dtype=np.int64))))
-    return largest
+        if all(isinstance(d, int) for d in shape):
+            size = gpu_nbytes(entry["dtype"], int(np.prod(shape, dtype=np.int64)))
+            largest_buffer = max(largest_buffer, size)
+            if "offset" not in own:
+                largest_binding = max(largest_binding, size)
+        if "offset" in own and all(isinstance(d, int) for d in own["shape"]):
+            largest_binding = max(largest_binding, gpu_nbytes(own["dtype"], int(np.prod(own["shape"], dtype=np.int64))))
+    return largest_binding, largest_buffer
 
 
 def _textures(program: Program, ids: dict[int, int]) -> list[list]:

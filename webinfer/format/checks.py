@@ -113,6 +113,8 @@ def _check_tensor(m: Manifest, i: int, t: Tensor, fail) -> None:
         fail(path, "a weight needs chunks, and only a weight has them")
     if (t.kind == "state") != (t.capacity is not None):
         fail(path, "a state needs a capacity, and only a state has one")
+    if t.offset is not None and t.alias is None:
+        fail(f"{path}.offset", "only a view (a tensor with an alias) starts at an offset")
     if t.kind in ("weight", "state", "input") and t.alias is not None:
         fail(f"{path}.alias", f"a tensor of kind {t.kind!r} owns its buffer")
     if t.capacity is not None:

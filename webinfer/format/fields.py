@@ -231,7 +231,7 @@ def _named(r: _Reader, v, path: str) -> tuple[Named, ...]:
 
 
 def _tensor(r: _Reader, v, path: str) -> Tensor:
-    r.obj(v, path, ("dtype", "shape", "kind", "alias"), ("capacity", "chunks"))
+    r.obj(v, path, ("dtype", "shape", "kind", "alias"), ("capacity", "chunks", "offset"))
     alias = None if v["alias"] is None else r.int(v["alias"], f"{path}.alias")
     capacity = chunks = None
     if "capacity" in v:
@@ -244,7 +244,8 @@ def _tensor(r: _Reader, v, path: str) -> Tensor:
             chunks.append(Chunk(*(r.int(x, f"{path}.chunks[{i}][{k}]", 0, 2**40) for k, x in enumerate(c))))
         chunks = tuple(chunks)
     return Tensor(r.str(v["dtype"], f"{path}.dtype", tuple(DTYPES)), r.shape(v["shape"], f"{path}.shape"),
-                  r.str(v["kind"], f"{path}.kind", KINDS), alias, capacity, chunks)
+                  r.str(v["kind"], f"{path}.kind", KINDS), alias, capacity, chunks,
+                  r.dim(v["offset"], f"{path}.offset") if "offset" in v else None)
 
 
 def _program(r: _Reader, v, path: str) -> Program:

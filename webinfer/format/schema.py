@@ -62,6 +62,7 @@ class Tensor:
     alias: int | None
     capacity: tuple | None = None  # states: the shape of the buffer (bound dims at their maximum)
     chunks: tuple[Chunk, ...] | None = None  # weights: where the bytes are
+    offset: object = None  # a view's first element in its alias's buffer (a dim expression): a band of a big input
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ class Manifest:
         return tid
 
 
-_OPTIONAL = ("capacity", "chunks", "when", "preprocess", "classify", "branch_guards", "detect", "segment",
+_OPTIONAL = ("capacity", "chunks", "offset", "when", "preprocess", "classify", "branch_guards", "detect", "segment",
              "audio", "seq2seq")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
 _POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists

@@ -22,6 +22,7 @@ from .memory import lifetimes, plan_slots
 from .plan_cache import PlanCache, SizeCheck, plan_key
 from .select import choose_program
 from .tensor import HostTensor, IOInfo, as_host, check_index_bounds, from_gpu_bytes, to_gpu_bytes
+from .views import binding, check_bindings, check_view
 from .weights import check_weights, upload_weights
 
 _PACK = {"u32": "I", "i32": "i", "f32": "f"}
@@ -172,6 +173,8 @@ class SessionCore:
         skip, unused = left_out(self, base, env)  # what only If branches that cannot run at these dims use
         numel = [0 if tid in unused else n for tid, n in enumerate(numel)]
         self._check_sizes(numel, base, size_env, unused)
+        check_bindings(self.tensors, self.steps, numel, self.device.limits.get("max-storage-buffer-binding-size", 1 << 27),
+                       skip, self.textures)
         buffers, owned = self._allocate(numel, base)
         entries, ubytes = [], 0
         shared: dict[str, object] = {}  # steps with the same uniform expressions share one buffer
@@ -179,7 +182,7 @@ class SessionCore:
             if i in skip or (not self._dynamic[i] and not step_runs(step, env)):
                 continue
             binds = [("texture", buffers[tid]) if tid in self.textures else
-                     (buffers[base[tid]], 0, max(4, self._nbytes(tid, numel[tid]))) for tid in step["reads"] + step["writes"]]
+                     binding(self.tensors, buffers, base, numel, tid, size_env) for tid in step["reads"] + step["writes"]]
             ukey = None
             if step["uniforms"]:
                 ukey = repr(step["uniforms"])
@@ -216,9 +219,8 @@ class SessionCore:
             if self._nbytes(tid, n) > limit:
                 raise WebinferError(f"tensor {tid} needs {self._nbytes(tid, n)} bytes at these dims, more than "
                                     f"this device's largest buffer ({limit})")
-            if base[tid] != tid and n > numel[base[tid]]:
-                raise WebinferError(f"tensor {tid} is a view of {numel[base[tid]]} elements of tensor {base[tid]} "
-                                    f"but has {n} at these dims")
+            if base[tid] != tid:
+                check_view(self.tensors, tid, base[tid], numel, env)
 
     def _uniform_bytes(self, step: dict, env: dict) -> bytes:
         values = [D.evaluate(v, env) for _, _, v in step["uniforms"]]
@@ -268,11 +270,6 @@ class SessionCore:
 
     def _allocate(self, numel: list[int], base: list[int]) -> tuple[dict, list]:
         slot_of, slot_sizes, _ = self.memory_plan(numel, base)
-        limit = self.device.limits.get("max-storage-buffer-binding-size", 1 << 27)
-        for tid in slot_of:
-            if self._nbytes(tid, numel[tid]) > limit:
-                raise WebinferError(f"a tensor of {self._nbytes(tid, numel[tid])} bytes exceeds this device's binding limit "
-                                    f"({limit})")
         slots = [self.device.create_buffer(size, "storage") for size in slot_sizes]
         buffers: dict[int, object] = dict(self.weights)
         buffers.update(self.states)

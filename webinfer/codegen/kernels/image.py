@@ -4,7 +4,8 @@ the low byte), resized and centre-cropped on the GPU into a float [1, C, h, w] t
 ``webinfer.ImageResize`` is written by ``graph/prepost.py`` (the ``--preprocess`` prologue); normalisation and
 layout follow as ordinary ONNX nodes, and the epilogue pass folds the normalisation into the resize kernel's
 store. One resize kernel reads the packed pixels directly (a 12-megapixel photo is 48 MB packed, 144 MB as
-float planes, beyond a WebGPU binding), computing only the cropped window.
+float planes, beyond a WebGPU binding), computing only the cropped window; a bigger photo (48 megapixels: 192 MB
+packed) is read in bands, several bindings of one buffer (codegen/bands.py).
 """
 
 from __future__ import annotations
@@ -78,4 +79,4 @@ def image_plan(ctx) -> tuple[list[ResizedAxis], Interpolation, dict, list]:
 def lower_image_resize(ctx, **epilogue) -> None:
     """``epilogue``: the normalisation after it, fused where the kernel stores (kernels/fused.py)."""
     axes, how, view, shape = image_plan(ctx)
-    emit_resize(ctx, ctx.inputs[0], ctx.output(0, "float32", shape), axes, how, **view, **epilogue)
+    emit_resize(ctx, ctx.inputs[0], ctx.output(0, "float32", shape), axes, how, **view, **epilogue, banded=True)

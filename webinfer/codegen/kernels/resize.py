@@ -19,9 +19,12 @@ import numpy as np
 
 from ... import dims as D
 from ...dims import Dim
+from ..bands import banded_read
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import compute_type, contiguous_strides, normalize_axis
+
+MAX_BANDS = 4  # bindings for an image past one binding: 4 x 128 MiB = 134 megapixels under WebGPU's limits
 
 _CTMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize",
          "half_pixel_symmetric")
@@ -176,13 +179,15 @@ def lower_resize(ctx, **epilogue) -> None:
 
 def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params: dict | None = None, *,
                 shape=None, strides=None, channels: list[int] | None = None, offsets: list | None = None,
-                epilogue_fn: str = "", extra_reads: dict | None = None, letterbox: bool = False) -> None:
+                epilogue_fn: str = "", extra_reads: dict | None = None, letterbox: bool = False,
+                banded: bool = False) -> None:
     """The resize kernel from ``x`` (seen as ``shape`` with ``strides``, default its own) into ``out``.
     ``channels``: ``x`` holds RGBA8 pixels packed in u32 words, axis 1 picks the byte of each (0 = R) and
     the values are 0..255; ``offsets``: per resized axis, output coordinate ``c`` is resized coordinate
     ``c + offset`` (a crop; with ``letterbox``, ``c - offset``, outside the resized image ``how.extrapolation``).
     ``epilogue_fn``/``extra_reads``: ``epi(value, row, col, idx)`` applied to each
-    stored value (``row``: the axis-1 coordinate, ``col``: the last axis') and the tensors it reads."""
+    stored value (``row``: the axis-1 coordinate, ``col``: the last axis') and the tensors it reads.
+    ``banded``: ``x`` may exceed one binding (a photo): read in bands (codegen/bands.py)."""
     shape = list(x.shape) if shape is None else shape
     strides = contiguous_strides(shape) if strides is None else strides
     params = {"n": out.numel, **(params or {})}
@@ -191,13 +196,18 @@ def emit_resize(ctx, x, out, axes: list[ResizedAxis], how: Interpolation, params
     for k, ax in enumerate(axes):
         params[f"i{k}"], params[f"o{k}"] = shape[ax.axis], ax.out
         params[f"off{k}"] = offsets[k] if offsets else 0
-    reads = {"x": ctx.gpu(x), **{k: ctx.gpu(t) for k, t in (extra_reads or {}).items()}}
+    extra = {k: ctx.gpu(t) for k, t in (extra_reads or {}).items()}
+    reads, bands = {"x": ctx.gpu(x)}, {}
+    if banded:
+        spare = ctx.limits["max_storage_buffers"] - 1 - len(extra)
+        reads, bands = banded_read(ctx, "x", x, min(MAX_BANDS, spare))
+    reads.update(extra)
     ctx.dispatch("resize.wgsl.j2", reads, {"out": out}, work=out.numel, params=params, rank=out.rank,
                  axes=axes, resized=[ax.axis for ax in axes], mode=how.mode, nearest_mode=how.nearest, ctm=how.ctm,
                  antialias=how.antialias, exclude=how.exclude_outside, cubic_a=wgsl_literal(how.cubic_a, "f32"),
                  extrap=wgsl_literal(how.extrapolation, "f32"), to_out=_to_out(out.dtype),
                  policy="min" if how.policy == "not_larger" else "max", channels=channels,
-                 epilogue_fn=epilogue_fn, letterbox=letterbox)
+                 epilogue_fn=epilogue_fn, letterbox=letterbox, bands=bands)
 
 
 def _to_out(dtype: str) -> str:

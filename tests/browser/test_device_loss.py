@@ -40,8 +40,9 @@ SCRIPT = """async ([users, n]) => {
   const idle = await webinfer.debug.loseDevice();
   conv.push({ role: "user", content: users[2] });
   const three = await turn(chat, conv, 0);
-  const fresh = await turn(await webinfer.chat("chat/artifact/"), conv, 0);
-  return { one, two, three, fresh, idle, events, conv };
+  const freshChat = await webinfer.chat("chat/artifact/");
+  const fresh = await turn(freshChat, conv, 0);
+  return { one, two, three, fresh, idle, events, conv, timings: [chat.timings, freshChat.timings] };
 }"""
 
 
@@ -90,5 +91,9 @@ def test_device_destroyed_mid_turn_and_between_turns(page, tiny_site):
     # The weights came back from Cache Storage: every shard was fetched from the server once, at the first load.
     fetched = [u for u in requests if any(u.endswith("/chat/artifact/" + f) for f in shard_files)]
     assert sorted(fetched) == sorted(tiny_site["url"] + "chat/artifact/" + f for f in shard_files), fetched
-    print(f"device loss: recovered mid-turn in {recovery['ms']} ms, idle in {idle['ms']} ms "
-          f"({idle['restored_tokens']} conversation tokens re-prefilled); turn 3 ids {three['ids']}")
+    first, again = got["timings"]
+    print(f"device loss: recovered mid-turn in {recovery['ms']} ms, idle in {idle['ms']} ms (device "
+          f"{idle['device_ms']} ms, weights from Cache Storage {idle['weights_ms']} ms, chat re-opened with "
+          f"{idle['restored_tokens']} conversation tokens re-prefilled {idle['reopen_ms']} ms); the first load: "
+          f"weights {first['weights_ms']} ms, session {first['session_ms']} ms; a fresh chat on the recovered device: "
+          f"session {again['session_ms']} ms; turn 3 ids {three['ids']}")

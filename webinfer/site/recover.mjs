@@ -16,7 +16,8 @@ let current = null;          // the device being watched
 let epoch = 0;               // counts losses
 let lost = null;             // the loss not recovered from yet: {reason, message}
 let pending = null;          // the running recovery
-let last = null;             // the last recovery's report: {reason, message, ms, sessions, restored_tokens}
+let last = null;             // the last recovery's report: {reason, message, ms (device_ms, weights_ms, reopen_ms),
+                             //   sessions, restored_tokens}
 
 export function configure(h) {
   hooks = h;
@@ -52,9 +53,13 @@ function start() {
   pending ??= (async () => {
     const t = performance.now();
     const g = await hooks.openDevice();
-    let restored = 0;
-    for (const [handle, spec] of sessions) restored += await hooks.reopen(g, handle, spec);
-    const report = { ...loss, ms: Math.round(performance.now() - t), sessions: sessions.size, restored_tokens: restored };
+    const report = { ...loss, device_ms: Math.round(performance.now() - t), weights_ms: 0, reopen_ms: 0,
+      sessions: sessions.size, restored_tokens: 0 };
+    for (const [handle, spec] of sessions) {
+      const r = await hooks.reopen(g, handle, spec);  // {weights_ms, reopen_ms, restored_tokens}
+      for (const k of ["weights_ms", "reopen_ms", "restored_tokens"]) report[k] += r[k];
+    }
+    report.ms = Math.round(performance.now() - t);
     if (lost === loss) lost = null;
     last = report;
     hooks.notify({ phase: "recovered", ...report, text: `${lostText(loss)}; recovered in ${report.ms} ms` });

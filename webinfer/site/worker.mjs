@@ -204,10 +204,12 @@ configure({
     return g;
   },
   async reopen(g, handle, { artifactURL, kind, kernelClass, manifest }) {
+    const t = performance.now();
     const { weights, encoder } = await gpuWeights(g, artifactURL, manifest, kind, kernelClass, () => {});
+    const t2 = performance.now();
     const h = await hostPromise;
     const out = JSON.parse(await h.reopen(handle, kind, artifactURL, weights.pairs, encoder?.pairs, kernelClass || undefined));
-    return out.restored_tokens;
+    return { weights_ms: Math.round(t2 - t), reopen_ms: Math.round(performance.now() - t2), restored_tokens: out.restored_tokens };
   },
   notify: (event) => self.postMessage({ type: "device", event }),
 });

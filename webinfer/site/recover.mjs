@@ -65,7 +65,8 @@ function start() {
     hooks.notify({ phase: "recovered", ...report, text: `${lostText(loss)}; recovered in ${report.ms} ms` });
     return report;
   })().catch((err) => {
-    const text = `${lostText(loss)} and not recovered: ${err.message || err}`;
+    const detail = String(err.message || err).trim().split("\n").pop();  // (a Python error: its last line)
+    const text = `${lostText(loss)} and not recovered: ${detail}`;
     hooks.notify({ phase: "failed", ...loss, text });
     throw new Error(text);
   }).finally(() => {

@@ -16,7 +16,7 @@ PKG = os.path.dirname(os.path.abspath(webinfer.__file__))
 
 # What the run side (it runs in Pyodide, standard library only) may import from webinfer.
 RUN_SIDE = ("webinfer.runtime", "webinfer.llm", "webinfer.format", "webinfer.artifact", "webinfer.page",
-            "webinfer.page_cpu")
+            "webinfer.page_cpu", "webinfer.page_recover")
 SHARED = ("webinfer", "webinfer.errors", "webinfer.dtypes", "webinfer.dims")
 
 

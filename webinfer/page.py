@@ -279,6 +279,18 @@ class WorkerHost:
             return json.dumps(await client.embeddings.acreate(**request))
         raise WebinferError(f"unknown API method {method!r} (chat.completions, embeddings)")
 
+    def rebind(self, adapter, device) -> None:
+        """After a device loss: the new device, for the sessions ``reopen`` puts back (page_recover.py)."""
+        from .page_recover import rebind
+
+        rebind(self, adapter, device)
+
+    async def reopen(self, handle: int, kind: str, url: str, pairs, encoder_pairs=None, kernel_class=None) -> str:
+        """Open ``handle``'s artifact again on the new device, a chat with its conversation (page_recover.py)."""
+        from .page_recover import reopen
+
+        return await reopen(self, handle, kind, url, pairs, encoder_pairs, _py(kernel_class) or None)
+
     def cancel(self, handle: int) -> None:
         item = self._items.get(int(handle))
         if item is not None and hasattr(item, "cancel"):

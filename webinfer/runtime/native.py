@@ -9,6 +9,7 @@ from ..errors import WebinferError
 from ..format.textures import texture_bytes
 from . import cffi_types
 from .device import Device
+from .device_lost import guard
 from .select import AdapterFacts, adapter_type
 
 _DEVICE = None
@@ -44,6 +45,14 @@ def request_device():
     return _DEVICE
 
 
+def forget_device(device) -> None:
+    """A lost device is no longer the process's: the next ``request_device`` creates a new one (device_lost.py)."""
+    global _DEVICE
+    if _DEVICE is device:
+        _DEVICE = None
+        _PIPELINES.clear()
+
+
 NAGA_DROPS = ("enable subgroups;\n", "diagnostic(off, subgroup_uniformity);\n")
 
 
@@ -64,6 +73,7 @@ NAGA_LANGUAGE_FEATURES = ("packed_4x8_integer_dot_product",)
 
 class NativeDevice(Device):
     name = "native"
+    lost: str | None = None  # what said the device was lost (device_lost.guard: every call then raises)
 
     def __init__(self):
         import wgpu
@@ -73,6 +83,9 @@ class NativeDevice(Device):
         self.limits = dict(self.device.limits)
         info = self.device.adapter.info
         self.adapter_name = f"{info.get('device', '?')} ({info.get('backend_type', '?')})"
+
+    def forget(self) -> None:
+        forget_device(self.device)
 
     def facts(self) -> AdapterFacts:
         info = self.device.adapter.info
@@ -84,6 +97,7 @@ class NativeDevice(Device):
         return AdapterFacts(adapter_type(info.get("adapter_type"), False, text), self.adapter_name, features,
                             self.limits)
 
+    @guard
     def create_buffer(self, size: int, kind: str):
         U = self._wgpu.BufferUsage
         usage = {
@@ -93,9 +107,11 @@ class NativeDevice(Device):
         }[kind]
         return self.device.create_buffer(size=max(16, (size + 15) // 16 * 16), usage=usage)
 
+    @guard
     def write_buffer(self, buffer, offset: int, data) -> None:
         self.device.queue.write_buffer(buffer, offset, data)
 
+    @guard
     def create_texture(self, data: bytes, fmt: str):
         padded, (width, height), row = texture_bytes(data, len(data), fmt)
         U = self._wgpu.TextureUsage
@@ -104,6 +120,7 @@ class NativeDevice(Device):
                                         (width, height, 1))
         return texture
 
+    @guard
     def create_pipeline(self, wgsl: str, writes: list, has_uniform: bool, label: str = ""):
         """A compute pipeline, shared by every session of the process (the device is one per process; lavapipe
         compiles at creation, ~35 ms per kernel, so a second session of an artifact starts at once)."""
@@ -133,6 +150,7 @@ class NativeDevice(Device):
         )
         return (pipeline, layout)
 
+    @guard
     def create_bind_group(self, pipeline, entries: list[tuple]):
         return self.device.create_bind_group(
             layout=pipeline[1],
@@ -140,6 +158,7 @@ class NativeDevice(Device):
                       {"buffer": e[0], "offset": e[1], "size": e[2]}} for i, e in enumerate(entries)],
         )
 
+    @guard
     def submit(self, dispatches: list[tuple], copies: list[tuple], pre_copies=()) -> None:
         enc = self.device.create_command_encoder()
         for src, so, dst, do, size in pre_copies:
@@ -155,6 +174,7 @@ class NativeDevice(Device):
             enc.copy_buffer_to_buffer(src, so, dst, do, (size + 3) // 4 * 4)
         self.device.queue.submit([enc.finish()])
 
+    @guard
     def profile(self, dispatches: list[tuple]) -> list[int]:
         """Run the dispatches once with a timestamp around each; returns nanoseconds per dispatch."""
         if "timestamp-query-inside-passes" not in self.device.features:
@@ -185,6 +205,7 @@ class NativeDevice(Device):
         period = getattr(self.device.queue, "get_timestamp_period", lambda: 1.0)()
         return [int((stamps[i + 1] - stamps[i]) * period) for i in range(n)]
 
+    @guard
     async def read(self, buffer, size: int) -> bytes:
         buffer.map_sync(self._wgpu.MapMode.READ)
         try:

@@ -37,6 +37,10 @@
 //   that prompt's KV cache in Cache Storage, so the next visit restores it instead of prefilling it;
 //   chat.stats.prefix_cache says what happened ({status: "restored" | "refused" | "miss" | "held", ...}).
 // onProgress receives {phase: "python" | "weights" | "compile", loaded, total, cached}.
+// onDevice(listener): a lost GPU device is re-created by the worker, with every session re-opened on it and each
+//   chat's conversation restored (recover.mjs); listener({phase: "lost" | "recovered" | "failed", reason, message,
+//   ms, text}) hears it, and a call the loss interrupted runs again (its stats carry device_recovery).
+//   debug.loseDevice() destroys the device, to try it.
 //
 // The OpenAI-shaped API (the same requests and answers as Python's webinfer.OpenAI and `webinfer serve --api`,
 // with no server: llm/openai_api.py runs in the worker):
@@ -79,11 +83,21 @@ function toTyped(type, data) {
 let worker = null;
 let nextId = 1;
 const pending = new Map();
+const deviceListeners = new Set();
+
+/** Hear the worker's GPU device being lost and recovered; returns a function that stops listening. */
+export function onDevice(listener) {
+  deviceListeners.add(listener);
+  return () => deviceListeners.delete(listener);
+}
+
+export const debug = { loseDevice: () => call({ op: "loseDevice" }) };
 
 function getWorker() {
   if (worker) return worker;
   worker = new Worker(new URL("./worker.mjs", import.meta.url), { type: "module" });
   worker.onmessage = ({ data }) => {
+    if (data.type === "device") for (const listener of deviceListeners) listener(data.event);
     const call = pending.get(data.id);
     if (!call) return;
     if (data.type === "result") {

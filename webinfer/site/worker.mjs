@@ -4,9 +4,10 @@
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache | method (OpenAI API)}
 //               {id, op: "classify", handle, pixels, width, height}  {id, op: "vision", handle, task, pixels, width, height}
-//               {op: "cancel", handle}  {id, op: "close", handle}
+//               {op: "cancel", handle}  {id, op: "close", handle}  {id, op: "loseDevice"} (destroys the device, to try
+//               recovery: webinfer.debug.loseDevice)
 // Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}  {id, type: "chunk", chunk}
-//               {id, type: "result", value}  {id, type: "error", message}
+//               {id, type: "result", value}  {id, type: "error", message}  {type: "device", event} (recover.mjs)
 //
 // Weights never pass through Python: the worker fetches each shard (Cache Storage first), checks its sha256
 // and writes it into GPU buffers; Python opens the session over those buffers. Everything is fetched from
@@ -14,13 +15,14 @@
 //
 // Two paths: WebGPU (Pyodide + webinfer's kernels) and, where the page has no WebGPU or `path: "cpu"` forces
 // it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs; no Python). Each session says
-// which path it runs and why.
+// which path it runs and why. A lost GPU device is re-created and the sessions re-opened on it (recover.mjs).
 
 import { CPU_MODEL, cancelCpuSession, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
 import { chatWithPrefixCache } from "./prefix_store.mjs";
 import { visionTask } from "./tasks.mjs";
 import { adapterType, chooseProgram, openGPU } from "./gpu_device.mjs";
 import { CACHE_NAME, fetchShard, hex, loadWeights } from "./weights.mjs";
+import { configure, trackSession, untrackSession, watchDevice, withRecovery } from "./recover.mjs";
 
 const ROOT = new URL("../", import.meta.url);
 const started = performance.now();
@@ -29,6 +31,7 @@ let sitePromise = null;
 let pythonPromise = null;
 let gpuPromise = null;
 let hostPromise = null;
+let gpuCaps;  // the first load's deviceLimits: a re-created device gets the same view
 
 function site() {
   sitePromise ??= fetch(new URL("site.json", ROOT)).then((r) => {
@@ -54,7 +57,13 @@ function python() {
 }
 
 function gpu(caps) {
-  gpuPromise ??= openGPU(caps);
+  if (!gpuPromise) {
+    gpuCaps = caps;
+    gpuPromise = openGPU(caps).then((g) => {
+      watchDevice(g.device);
+      return g;
+    });
+  }
   return gpuPromise;
 }
 
@@ -147,8 +156,8 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   }
   progress({ phase: "python" });
   const py = python();  // Pyodide boots while the weights stream in
-  const program = chooseProgram(manifest, adapter, device, kernelClass);
-  const weights = await loadWeights(device, artifactURL, manifest, progress, program);
+  const { program, weights, encoder } = await gpuWeights({ adapter, device }, artifactURL, manifest, kind, kernelClass,
+    progress);
   Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,
     shards_from_cache: weights.fromCache, shards: weights.shards });
   timings.python_ms = (await py).ms;
@@ -156,13 +165,8 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   const t2 = performance.now();
   const h = await host();
   let info;
-  if (kind === "seq2seq") {  // the nested encoder artifact's weights too, on the same device
-    if (!manifest.seq2seq) throw new Error("not an encoder-decoder artifact (its manifest has no seq2seq block)");
-    const encURL = new URL(manifest.seq2seq.encoder + "/", artifactURL).href;
-    const encManifest = await fetchManifest(encURL);
-    const enc = await loadWeights(device, encURL, encManifest, progress,
-      chooseProgram(encManifest, adapter, device, kernelClass));
-    info = JSON.parse(await h.open_seq2seq(artifactURL, weights.pairs, enc.pairs, kernelClass || undefined));
+  if (kind === "seq2seq") {
+    info = JSON.parse(await h.open_seq2seq(artifactURL, weights.pairs, encoder.pairs, kernelClass || undefined));
   } else {
     const open = kind === "chat" ? h.open_chat : h.open_session;
     info = JSON.parse(await open(artifactURL, weights.pairs, kernelClass || undefined));
@@ -172,8 +176,43 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   }
   timings.session_ms = Math.round(performance.now() - t2);
   timings.worker_ms = Math.round(performance.now() - started);
+  trackSession(info.handle, { artifactURL, kind, kernelClass, manifest });
   return { ...info, timings, path: "gpu", path_why: choice.why };
 }
+
+// A GPU session's weights on device `g`: the chosen program's, and an encoder-decoder's nested encoder's too.
+async function gpuWeights(g, artifactURL, manifest, kind, kernelClass, progress) {
+  const program = chooseProgram(manifest, g.adapter, g.device, kernelClass);
+  const weights = await loadWeights(g.device, artifactURL, manifest, progress, program);
+  let encoder = null;
+  if (kind === "seq2seq") {
+    if (!manifest.seq2seq) throw new Error("not an encoder-decoder artifact (its manifest has no seq2seq block)");
+    const encURL = new URL(manifest.seq2seq.encoder + "/", artifactURL).href;
+    const encManifest = await fetchManifest(encURL);
+    encoder = await loadWeights(g.device, encURL, encManifest, progress,
+      chooseProgram(encManifest, g.adapter, g.device, kernelClass));
+  }
+  return { program, weights, encoder };
+}
+
+// recover.mjs's side here: a new device (the old sessions' host moved onto it), then each session again.
+configure({
+  async openDevice() {
+    gpuPromise = null;
+    const g = await gpu(gpuCaps);
+    if (hostPromise) (await hostPromise).rebind(g.adapter, g.device);
+    return g;
+  },
+  async reopen(g, handle, { artifactURL, kind, kernelClass, manifest }) {
+    const t = performance.now();
+    const { weights, encoder } = await gpuWeights(g, artifactURL, manifest, kind, kernelClass, () => {});
+    const t2 = performance.now();
+    const h = await hostPromise;
+    const out = JSON.parse(await h.reopen(handle, kind, artifactURL, weights.pairs, encoder?.pairs, kernelClass || undefined));
+    return { weights_ms: Math.round(t2 - t), reopen_ms: Math.round(performance.now() - t2), restored_tokens: out.restored_tokens };
+  },
+  notify: (event) => self.postMessage({ type: "device", event }),
+});
 
 async function run({ handle, feeds, dims }) {
   if (cpuSession(handle)) return cpuSession(handle).run(feeds);
@@ -226,8 +265,19 @@ async function seq2seq({ handle, text, feeds, options }, post) {
 
 async function close({ handle }) {
   if (cpuSession(handle)) return closeCpuSession(handle);
+  untrackSession(handle);
   (await host()).close(handle);
   return null;
+}
+
+// Destroy the device, as a driver reset would lose it (tests and demos of recovery; harmless otherwise: the page
+// recovers). Resolves once the loss is seen, to its {reason, message}.
+async function loseDevice() {
+  if (!gpuPromise) throw new Error("no GPU device is open");
+  const { device } = await gpuPromise;
+  device.destroy();
+  const info = await device.lost;
+  return { reason: info.reason, message: info.message };
 }
 
 const OPS = { load, run, classify, encode, chat, seq2seq, close, vision: (msg) => visionTask(msg, host, cpuSession) };
@@ -251,8 +301,8 @@ self.onmessage = async (event) => {
   const post = (m) => self.postMessage({ id: msg.id, ...m });
   try {
     const op = OPS[msg.op];
-    if (!op) throw new Error(`unknown operation ${msg.op}`);
-    const value = await op(msg, post);
+    if (!op && msg.op !== "loseDevice") throw new Error(`unknown operation ${msg.op}`);
+    const value = op ? await withRecovery(op, msg, post) : await loseDevice();
     const transfer = Array.isArray(value) ? value.map((o) => o.data).filter((d) => d instanceof ArrayBuffer) : [];
     self.postMessage({ id: msg.id, type: "result", value }, transfer);
   } catch (err) {

@@ -5,7 +5,8 @@
 // restores on the next visit (?prefix_cache=0 turns that off); ?path=cpu|gpu forces a path (without WebGPU the CPU
 // model runs on onnxruntime-web). The reply being written is #answer, with
 // data-token-ids, data-prompt-ids (the whole conversation's ids), data-stats, data-first-token-ms (from Send to
-// the first token, in the page) and data-done (or data-error) for automated checks.
+// the first token, in the page) and data-done (or data-error) for automated checks. A lost GPU device is recovered
+// by the worker; the status line says so (#history's data-device: the last event).
 import * as webinfer from "../assets/webinfer.mjs";
 import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
@@ -84,7 +85,7 @@ async function send(chat, seed) {
   statsEl.textContent = `${st.prompt_ids.length} conversation tokens (${st.reused_tokens} reused from the cache, ` +
     `${st.prompt_ids.length - st.reused_tokens} prefilled), ${st.token_ids.length} generated · first token ` +
     `after ${fmt(st.ttft_s, 2)} s · decode ${fmt(st.decode_tok_s, 2)} tok/s · ${used} of ${chat.maxSeq} ` +
-    `positions${st.cancelled ? " · stopped" : ""}${prefixText(st.prefix_cache)}`;
+    `positions${st.cancelled ? " · stopped" : ""}${prefixText(st.prefix_cache)}${deviceText(st.device_recovery)}`;
   answer.dataset.tokenIds = JSON.stringify(st.token_ids);
   answer.dataset.promptIds = JSON.stringify(st.prompt_ids);
   answer.dataset.stats = JSON.stringify(st);
@@ -97,6 +98,10 @@ function prefixText(pc) {
   if (pc.status === "restored") return ` · system prompt restored from this browser (${pc.positions} positions)`;
   if (pc.status === "refused") return ` · saved system prompt ignored: ${pc.warning}`;
   return pc.saved ? ` · system prompt kept for your next visit (${(pc.bytes / 1e6).toFixed(1)} MB)` : "";
+}
+
+function deviceText(r) {
+  return r ? ` · GPU device lost (${r.reason}); recovered in ${r.ms} ms, conversation restored` : "";
 }
 
 function newChat() {
@@ -127,6 +132,11 @@ async function main() {
   historyEl.dataset.path = JSON.stringify({ path: chat.path, why: chat.pathWhy });
   historyEl.dataset.timings = JSON.stringify(timings);
   statusEl.textContent = "ready";
+  webinfer.onDevice((e) => {  // the worker re-creates a lost device by itself (recover.mjs)
+    statusEl.textContent = e.phase === "lost" ? `GPU device lost (${e.reason}); recovering…` : e.text;
+    statusEl.className = e.phase === "failed" ? "error" : "status";
+    historyEl.dataset.device = JSON.stringify(e);
+  });
   const guard = (p) => p.catch((e) => showError(statusEl, document.getElementById("answer") || historyEl, e));
   busy(false);
   sendBtn.onclick = () => guard(send(chat, seed));

@@ -254,3 +254,52 @@ def test_structured_output_and_forced_tool_calls_through_the_openai_client(serve
         (call,) = choice.message.tool_calls
         tool = next(t for t in tools if t["function"]["name"] == call.function.name)
         jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 24},
+                                         "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "set_timer", "parameters": {
+        "type": "object", "properties": {"minutes": {"type": "integer", "minimum": 1, "maximum": 180},
+                                         "label": {"type": "string", "maxLength": 16}},
+        "required": ["minutes"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "convert_currency", "parameters": {
+        "type": "object", "properties": {"amount": {"type": "number", "minimum": 0, "maximum": 1000000},
+                                         "from": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                                         "to": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        "required": ["amount", "from", "to"], "additionalProperties": False}}},
+]
+TOOL_PROMPTS = ["What is the weather in Paris?", "Is it cold in Oslo today, in fahrenheit?",
+                "Set a timer for 10 minutes for the pasta.", "Remind me in an hour.",
+                "How much is 50 US dollars in euros?", "Convert 1200 JPY to GBP.", "Will it rain in Tokyo?",
+                "Start a 3 minute timer called tea.", "I need 300 euros in Swiss francs.", "Hello! What can you do?"]
+
+
+@pytest.mark.slow
+def test_tool_choice_required_yields_a_valid_call_20_times(server):
+    """The issue's bar: 20 ``tool_choice="required"`` requests (10 prompts, greedy and sampled with a seed) through
+    webinfer.OpenAI's client (``Client.load``) on SmolLM2: each answer is one call of a given tool, with arguments
+    that validate against that tool's JSON Schema (`jsonschema`)."""
+    import jsonschema
+
+    client, _ = server
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    failures, names = [], []
+    for i, prompt in enumerate(TOOL_PROMPTS * 2):
+        sampled = {"temperature": 0.8, "top_p": 0.95, "seed": i} if i >= len(TOOL_PROMPTS) else {"temperature": 0}
+        reply = client.chat.completions.create(messages=[{"role": "user", "content": prompt}], tools=TOOLS,
+                                               tool_choice="required", max_tokens=70, **sampled)
+        choice = reply.choices[0]
+        calls = getattr(choice.message, "tool_calls", None) or []
+        print(f"\n{i}: {choice.finish_reason} {[(c.function.name, c.function.arguments) for c in calls]}")
+        try:
+            assert choice.finish_reason == "tool_calls" and len(calls) == 1, choice
+            assert calls[0].type == "function" and calls[0].function.name in by_name, calls[0]
+            names.append(calls[0].function.name)
+            jsonschema.validate(json.loads(calls[0].function.arguments), by_name[calls[0].function.name])
+        except (AssertionError, ValueError, jsonschema.ValidationError) as e:
+            failures.append(f"{i} {prompt!r}: {str(e)[:300]}")
+    print(f"\n{20 - len(failures)}/20 valid calls; tools called: {sorted(set(names))}")
+    assert not failures, "\n".join(failures)

@@ -138,6 +138,18 @@ def test_refusals_are_one_line(tiny_gen, other_tiny_gen, tiny_chat_gen):
                       ({"speculative": tiny_chat_gen}, "vocabulary")]:
         with pytest.raises(WebinferError, match=msg):
             list(tiny_gen.generate(ids, max_new_tokens=4, **opts))
+    # logit_bias / logprobs (set per request by the OpenAI-shaped API, llm/logit_options.py): the verification
+    # rows apply no bias and report no logprobs, so the combination is refused rather than silently ignored
+    for bias, k in [({7: 50.0}, None), (None, 2)]:
+        tiny_gen.logit_options.configure(bias, k)
+        try:
+            with pytest.raises(WebinferError, match="logit_bias or logprobs") as err:
+                list(tiny_gen.generate(ids, max_new_tokens=4, speculative="ngram"))
+            assert "\n" not in str(err.value)
+        finally:
+            tiny_gen.logit_options.reset()
+    # and with the bias taken away again, speculative decoding runs
+    assert len(list(tiny_gen.generate(ids, max_new_tokens=4, stop_at_eos=False, speculative="ngram"))) == 4
 
 
 def test_ngram_drafter_proposes_the_latest_continuation():

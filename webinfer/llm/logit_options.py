@@ -51,6 +51,11 @@ class LogitOptions:
             self.k = k
 
     @property
+    def active(self) -> bool:
+        """Whether the current request sets a bias or asks for logprobs."""
+        return self._bias is not self._zeros or self.k is not None
+
+    @property
     def outputs(self) -> list[str]:
         return ["token_logprobs"] if self.k is not None else []
 

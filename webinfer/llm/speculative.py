@@ -145,6 +145,9 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     if repetition_penalty != 1.0:
         raise WebinferError("speculative decoding does not take a repetition penalty (the verification head "
                             "has none): leave it at 1")
+    if getattr(getattr(gen, "logit_options", None), "active", False):
+        raise WebinferError("speculative decoding does not take logit_bias or logprobs (the verification head "
+                            "applies no bias and reports no logprobs): use one or the other")
     check_verify_head(gen)
     drafter = make_drafter(speculative, gen, draft_tokens)
     k = drafter.k

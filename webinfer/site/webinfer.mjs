@@ -47,6 +47,7 @@
 //   const chat = await webinfer.chat("chat/artifact/");
 //   const r = await chat.chat.completions.create({ messages, temperature: 0, max_tokens: 64, stop: ["\n\n"] });
 //   r.choices[0].message.content, r.choices[0].finish_reason, r.usage
+//   (response_format json_schema and tools with tool_choice "required" as natively: constrained in the worker)
 //   for await (const c of await chat.chat.completions.create({ messages, stream: true })) c.choices[0]?.delta.content
 //   const emb = await webinfer.load("minilm/artifact/");       // built with --sentence-embedding
 //   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding

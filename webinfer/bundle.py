@@ -100,14 +100,15 @@ def _pyodide_url(url: str) -> str:
 
 def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: list[str] | None = None,
            wheel: str | None = None, pyodide: str | None = None, pyodide_url: str | None = None,
-           ort_web: str | None = None) -> str:
+           ort_web: str | None = None, blurb: str | None = None) -> str:
     """Add the page for ``artifact_dir`` to the site at ``out_dir``; returns the page's folder.
 
     ``demo``: one of DEMOS (default: the generic ``model`` page); ``files``: extra files copied beside the
     page (e.g. a tokenizer.json); ``wheel``: a prebuilt webinfer wheel to reuse; ``pyodide``: a folder with
     Pyodide's files (default: web.pyodide_dir's search); ``pyodide_url``: load Pyodide from this URL instead
     of copying it into the site; ``ort_web``: onnxruntime-web's dist folder (default: web.ort_web_dir's
-    search), copied into the site when the artifact carries a CPU model.
+    search), copied into the site when the artifact carries a CPU model; ``blurb``: the page's description in
+    place of the demo's generic one (what this model does, e.g. which objects a detector finds).
     """
     name = demo or "model"
     if name not in DEMOS:
@@ -138,7 +139,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     page = os.path.join(out_dir, name)
     shutil.rmtree(page, ignore_errors=True)
     os.makedirs(page)
-    title, blurb = DEMOS[name]
+    title, blurb = DEMOS[name][0], blurb or DEMOS[name][1]
     html = _env(src).get_template("page.html.j2").render(root="../", title=title, blurb=blurb)
     with open(os.path.join(page, "index.html"), "w", encoding="utf-8") as f:
         f.write(html)

@@ -1,4 +1,4 @@
-"""The three demos (demos/site.py) in headless Chromium on WebGPU (?path=gpu: on SwiftShader they would take the
+"""The five demos (demos/site.py) in headless Chromium on WebGPU (?path=gpu: on SwiftShader they would take the
 CPU path by themselves, tested in test_cpu_path.py), each against the native webinfer run of the same
 artifact (and onnxruntime / `tokenizers` where they apply). Every request must stay on 127.0.0.1; a
 screenshot of each page goes to build/test-artifacts/."""
@@ -57,7 +57,9 @@ def test_index_shows_adapter_and_links(page, demo_site):
     assert "swiftshader" in (page.locator("#adapter").get_attribute("data-adapter") or "").lower()
     assert "maxStorageBufferBindingSize" in page.locator("#adapter").inner_text()
     hrefs = page.locator("ul.demos a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
-    assert hrefs == ["classify/", "similarity/", "chat/"]
+    assert hrefs == ["classify/", "similarity/", "chat/", "detect/", "removebg/"]
+    blurbs = page.locator("ul.demos li").all_inner_texts()
+    assert "finds the characters" in blurbs[3] and "text" in blurbs[4]  # what the zoo's models really do
     visit.check_local_and_screenshot("index")
     # Without WebGPU the index says so plainly.
     page.add_init_script("Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });")
@@ -176,3 +178,34 @@ def test_chat_matches_native_greedy(page, demo_site):
     print(f"chat: ready {got['timings']['ready_ms']} ms cold, ttft {st['ttft_s']:.2f} s, "
           f"decode {st['decode_tok_s']} tok/s; second turn ttft {second['ttft_s']:.2f} s "
           f"({len(second['prompt_ids']) - second['reused_tokens']} of {len(second['prompt_ids'])} tokens prefilled)")
+
+
+def test_detect_and_removebg_match_native(page, demo_site):
+    """The detect page (ddddocr's character detector) and the removebg page (PP-OCRv4's text mask as alpha) on
+    their sample images: the boxes and the cut-out equal native webinfer's on the pixels the page decoded (the
+    epilogues against numpy/onnxruntime: tests/graph/test_detect_epilogue.py, test_mask_epilogue.py)."""
+    from tests.browser.test_vision_pages import _page_bytes
+    from tests.graph.test_detect_epilogue import assert_same_detections
+    from webinfer.tasks import pipeline
+
+    site, url = demo_site
+    visit = Visit(page, url)
+    visit.run("detect/?image=sample.png&path=gpu", "#result")
+    w, h = page.evaluate("() => [window.webinferDemo.width, window.webinferDemo.height]")
+    rgba = _page_bytes(page, "window.webinferDemo.input")
+    shown = json.loads(page.locator("#result").get_attribute("data-detections"))
+    native = pipeline("object-detection", str(site / "detect" / "artifact"))(rgba, w, h)
+    assert len(native) >= 10 and {d["label"] for d in native} == {"character"}  # a line of text
+    assert_same_detections(shown, native, "detect demo")
+    visit.check_local_and_screenshot("detect")
+
+    visit.run("removebg/?image=sample.png&path=gpu", "#result")
+    w, h = page.evaluate("() => [window.webinferDemo.width, window.webinferDemo.height]")
+    rgba = _page_bytes(page, "window.webinferDemo.input")
+    cutout = np.frombuffer(_page_bytes(page, "window.webinferDemo.cutout"), np.uint8).reshape(h, w, 4)
+    want = pipeline("background-removal", str(site / "removebg" / "artifact"))(rgba, w, h)
+    ref = np.frombuffer(want["cutout"], np.uint8).reshape(h, w, 4)
+    assert (cutout[..., :3] == ref[..., :3]).all()
+    assert np.abs(cutout[..., 3].astype(int) - ref[..., 3]).max() <= 1
+    assert 0.02 < (ref[..., 3] > 127).mean() < 0.6  # the text is kept, the page around it cut away
+    visit.check_local_and_screenshot("removebg")

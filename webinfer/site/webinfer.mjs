@@ -52,6 +52,10 @@
 //   const emb = await webinfer.load("minilm/artifact/");       // built with --sentence-embedding
 //   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
+//
+// One call per task (pipeline.mjs): const f = await webinfer.pipeline("object-detection", url); await f("photo.png")
+
+export { pipeline } from "./pipeline.mjs";
 
 const TYPED = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, int16: Int16Array,

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from quantref import f16_weight_names
 from test_big_vocab import VOCAB, _prompt, qwen_vocab_dir  # noqa: F401  (the module fixture)
 
 import webinfer
@@ -27,26 +28,6 @@ from webinfer.report import build_report, gpu_memory
 from webinfer.runtime.session import run_sync
 
 LIMIT = 4 * 1024 * 1024  # the f16 table (19.4 MB) in 5 parts
-
-
-def f16_weight_names(model: onnx.ModelProto) -> set[str]:
-    """The initializers ``--quantize f16`` stores as float16: MatMul/Gemm B (also through a Transpose) and
-    embedding tables of at least 2^16 values."""
-    producers = {o: n for n in model.graph.node for o in n.output}
-    inits = {i.name: i for i in model.graph.initializer}
-    names = set()
-    for n in model.graph.node:
-        picks = [n.input[1]] if n.op_type in ("MatMul", "Gemm") else [n.input[0]] if n.op_type == "Gather" else []
-        for name in picks:
-            p = producers.get(name)
-            if p is not None and p.op_type == "Transpose":
-                name = p.input[0]
-            init = inits.get(name)
-            if init is None or len(init.dims) != 2 or init.data_type != onnx.TensorProto.FLOAT:
-                continue
-            if n.op_type != "Gather" or int(np.prod(init.dims)) >= 1 << 16:
-                names.add(name)
-    return names
 
 
 def f16_reference(src, out) -> str:

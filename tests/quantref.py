@@ -4,11 +4,15 @@ as documented, and the dp4a GEMV's arithmetic (int8 activations) modelled in num
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 
 def unpack_reference(words: np.ndarray, params: np.ndarray, fmt: str, k: int) -> np.ndarray:
     """[N, K] float64 weights from the packed words, following the documented layout literally."""
     n, nw = words.shape
+    if fmt == "f16":  # value 2w + j in bits 16j.. of word w, an IEEE half
+        halves = [((words >> np.uint32(16 * j)) & np.uint32(0xFFFF)).astype(np.uint16) for j in (0, 1)]
+        return np.stack(halves, axis=-1).reshape(n, 2 * nw).view(np.float16)[:, :k].astype(np.float64)
     out = np.zeros((n, nw * (4 if fmt == "int8" else 8)))
     for w in range(nw):
         word = words[:, w].astype(np.uint64)
@@ -41,3 +45,23 @@ def dp4a_reference(x: np.ndarray, ref_w: np.ndarray, params: np.ndarray, fmt: st
         return xq @ ref_w
     mins = np.repeat(params[:, :, 1], 32, axis=1)[:, :k].T.astype(np.float64)  # [K, N] block minimum
     return xq @ (ref_w - mins) + x.astype(np.float64) @ mins
+
+
+def f16_weight_names(model: onnx.ModelProto) -> set[str]:
+    """The initializers ``--quantize f16`` stores as float16: MatMul/Gemm B (also through a Transpose) and
+    embedding tables of at least 2^16 values."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    inits = {i.name: i for i in model.graph.initializer}
+    names = set()
+    for n in model.graph.node:
+        picks = [n.input[1]] if n.op_type in ("MatMul", "Gemm") else [n.input[0]] if n.op_type == "Gather" else []
+        for name in picks:
+            p = producers.get(name)
+            if p is not None and p.op_type == "Transpose":
+                name = p.input[0]
+            init = inits.get(name)
+            if init is None or len(init.dims) != 2 or init.data_type != onnx.TensorProto.FLOAT:
+                continue
+            if n.op_type != "Gather" or int(np.prod(init.dims)) >= 1 << 16:
+                names.add(name)
+    return names

@@ -45,7 +45,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     (graph/llm): an in-place KV cache of ``max_seq`` positions (default 1024) and on-GPU sampling
     (``generation=False`` keeps the plain graph: all logits, past as inputs). Tokenizer files beside a model
     file (tokenizer.json, tokenizer_config.json) travel with any artifact as assets.
-    ``quantize`` (``int8``/``int4``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
+    ``quantize`` (``int8``/``int4``/``f16``) packs MatMul/Gemm weights and embedding tables (graph/quantize.py).
     ``preprocess`` / ``postprocess`` (a dict or a JSON file): an image prologue (RGBA8 pixels of any size in)
     and a classification epilogue (top-k scores and labels out), graph/prepost.py; with ``task``
     (``object-detection``, ``image-segmentation``, ``background-removal``) ``postprocess`` is that task's

@@ -263,8 +263,9 @@ def parser() -> argparse.ArgumentParser:
                    help="write nodes, kernels, planned/naive activation bytes, weight bytes and passes")
     b.add_argument("--max-seq", type=A.positive_int, metavar="N",
                    help="decoders with a KV cache: cache positions (prompt + generated tokens; default 1024)")
-    b.add_argument("--quantize", choices=["int8", "int4"],
-                   help="weight-only quantization of MatMul/Gemm weights and embedding tables (blocks of 32)")
+    b.add_argument("--quantize", choices=["int8", "int4", "f16"],
+                   help="weight-only quantization of MatMul/Gemm weights and embedding tables (int: blocks of 32; "
+                        "f16: half the bytes, read as f32 on every adapter)")
     b.add_argument("--preprocess", metavar="IMAGE.json|audio",
                    help="a prologue on the GPU: an image spec (RGBA8 pixels of any size in: resize, centre crop, "
                         "channel order, mean/std, layout), or 'audio' / a spec naming a feature extractor (PCM at "

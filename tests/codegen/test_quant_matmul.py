@@ -68,6 +68,17 @@ def test_int4_recovers_q4_1_blocks_exactly():
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 @pytest.mark.parametrize("k,n", [(64, 40), (70, 5), (36, 9), (96, 33), (32, 1), (600, 7)])
 def test_matmul_q(fmt, k, n, tmp_path, target):
+    check_matmul_q(fmt, k, n, tmp_path, target)
+
+
+@pytest.mark.parametrize("target", TARGETS + ("software-subgroups",))
+@pytest.mark.parametrize("k,n", [(70, 5), (96, 33), (600, 7)])
+def test_matmul_f16_weights(k, n, tmp_path, target):
+    """--quantize f16: rows of K padded to whole vec4s (70), a partial column tile (33), a long K."""
+    check_matmul_q("f16", k, n, tmp_path, target)
+
+
+def check_matmul_q(fmt, k, n, tmp_path, target):
     w = rng.normal(size=(k, n)).astype(np.float32)
     proto = model_with([helper.make_node("MatMul", ["x", "w"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", k])],
@@ -184,7 +195,7 @@ def test_gemvs_of_one_input_share_its_int8_pass(tmp_path, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("fmt", ["int8", "int4"])
+@pytest.mark.parametrize("fmt", ["int8", "int4", "f16"])
 def test_gemm_bias_alpha_and_transposed_weight(fmt, tmp_path, target):
     k, n = 64, 12
     w = rng.normal(size=(n, k)).astype(np.float32)
@@ -202,7 +213,7 @@ def test_gemm_bias_alpha_and_transposed_weight(fmt, tmp_path, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("fmt", [None, "int8", "int4"])
+@pytest.mark.parametrize("fmt", [None, "int8", "int4", "f16"])
 def test_tied_embedding_table_is_stored_once(fmt, tmp_path, target):
     """Gather(table) and MatMul(h, Transpose(table)) (a tied LM head) share one weight, any format."""
     v, d = 4096, 64  # 2**18 elements: large enough to quantize the Gather too
@@ -215,8 +226,8 @@ def test_tied_embedding_table_is_stored_once(fmt, tmp_path, target):
                        [onnx.numpy_helper.from_array(table, "table")])
     sess = build_quantized(proto, fmt, tmp_path, target)
     weight_bytes = sum(s["bytes"] for s in sess.artifact.manifest["shards"])
-    assert weight_bytes < table.nbytes * (1.01 if fmt is None else 0.3)
-    table_fmt = {None: None, "int8": "int8", "int4": "int8"}[fmt]  # tables stay int8 under int4
+    assert weight_bytes < table.nbytes * {None: 1.01, "f16": 0.51}.get(fmt, 0.3)
+    table_fmt = {None: None, "int8": "int8", "int4": "int8", "f16": "f16"}[fmt]  # tables stay int8 under int4
     ref = table.astype(np.float64) if fmt is None else unpack_reference(*quantize_nk(table, table_fmt), table_fmt, d)
     for ids in ([[5]], [[0, 4095, -1, 17, 17]]):
         ids = np.array(ids, np.int64)

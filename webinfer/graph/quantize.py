@@ -12,8 +12,11 @@ Formats (``words`` is uint32 [N, Kp / per_word], ``params`` float32):
   k + 4 + j in its high nibble; params [N, Kp/32, 2] hold (255 * scale, min) (``unpack4x8unorm`` of the
   masked nibbles yields q / 255, so w = q/255 * (255 * scale) + min).
 - ``f32``: no packing (words are float32 [N, K]); used to share a tied table without quantizing.
-- ``f16``: a float16 weight the model stores so (``Cast(float16 constant)``), kept as it is: 2 values per
-  word, value k in the low half of word k / 2 (unpack2x16float), rows of K padded to a multiple of 4.
+- ``f16``: 2 float16 values per word, value k in the low half of word k / 2 (``unpack2x16float``, core
+  WGSL: no ``shader-f16`` needed, so one artifact runs on every adapter; products accumulate in f32), rows
+  of K padded to a multiple of 4. ``--quantize f16`` rounds f32 weights and tables to it (half the bytes,
+  nearest-even, overflow to inf like numpy); a float16 weight the model stores so (``Cast(float16
+  constant)``) is kept as it is.
 
 Embedding tables (and a LM head tied to one) are stored int8 also under ``int4``: they decide the top-1
 token, and GGUF "Q4_1" files keep them at Q8_0 (symmetric int8 blocks of 32: our int8 recovers them to
@@ -36,9 +39,9 @@ from .passes._util import const, new_initializer, replace_value
 from .qdq_weights import PackedWeight, dequantized_weight
 
 BLOCK = QUANT_BLOCK
-FORMATS = ("int8", "int4")
+FORMATS = ("int8", "int4", "f16")
 GATHER_MIN_ELEMENTS = 1 << 16  # smaller tables are not worth a special kernel
-TABLE_FORMAT = {"int8": "int8", "int4": "int8"}  # embedding tables, and LM heads tied to them
+TABLE_FORMAT = {"int8": "int8", "int4": "int8", "f16": "f16"}  # embedding tables, and LM heads tied to them
 
 
 def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -47,6 +50,9 @@ def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]
     if fmt == "f32":
         return np.ascontiguousarray(w), None
     n, k = w.shape
+    if fmt == "f16":
+        with np.errstate(over="ignore"):  # past 65504: inf, as numpy (and onnxruntime's Cast) round it
+            return half_words(w.astype(np.float16)), None
     kp = -(-k // BLOCK) * BLOCK
     blocks = np.zeros((n, kp), np.float32)
     blocks[:, :k] = w
@@ -70,10 +76,20 @@ def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]
     raise ValueError(f"unknown weight format {fmt!r}")
 
 
+def half_words(w16: np.ndarray) -> np.ndarray:
+    """A float16 [N, K] matrix as u32 words [N, Kp / 2], K padded with zeros to a multiple of 4 (whole vec4s)."""
+    n, k = w16.shape
+    rows = np.zeros((n, -(-k // 4) * 4), np.float16)
+    rows[:, :k] = w16
+    return rows.view("<u4").astype(np.uint32)
+
+
 def dequantize_nk(words: np.ndarray, params: np.ndarray | None, fmt: str, k: int) -> np.ndarray:
     """The float32 [N, K] matrix the kernels compute with (the reference for tests and error checks)."""
     if fmt == "f32":
         return np.asarray(words, np.float32)
+    if fmt == "f16":
+        return np.ascontiguousarray(words, "<u4").view(np.float16)[:, :k].astype(np.float32)
     n = words.shape[0]
     b = np.ascontiguousarray(words).view(np.uint8).reshape(n, -1)
     if fmt == "int8":
@@ -189,10 +205,7 @@ class _Rewriter:
     def emit_half(self, node: ir.Node, src: ir.Value, w_nk: np.ndarray, bias: np.ndarray | None) -> None:
         key = ("f16", id(src), w_nk.shape)
         if key not in self.packed:
-            n, k = w_nk.shape
-            rows = np.zeros((n, -(-k // 4) * 4), np.float16)  # K padded to whole vec4s
-            rows[:, :k] = w_nk
-            self.packed[key] = new_initializer(self.graph, rows.view("<u4").astype(np.uint32), f"{src.name or 'w'}.f16")
+            self.packed[key] = new_initializer(self.graph, half_words(w_nk), f"{src.name or 'w'}.f16")
         inputs = [node.inputs[0], self.packed[key]]
         if bias is not None:
             inputs += [None, new_initializer(self.graph, bias, f"{src.name or 'w'}.bias")]
@@ -278,7 +291,7 @@ class _Rewriter:
 
 def quantize_weights(model: ir.Model, fmt: str | None, n_major_f32: bool = False,
                      binding_bytes: int | None = None) -> int:
-    """Rewrite MatMul/Gemm constant weights and large Gather tables into ``fmt`` (``int8``/``int4``).
+    """Rewrite MatMul/Gemm constant weights and large Gather tables into ``fmt`` (``int8``/``int4``/``f16``).
 
     With ``fmt=None`` nothing is quantized, but a MatMul of a transposed constant (a tied LM head) still
     becomes an f32 ``MatMulQ`` over the untransposed table, so the weight is stored once; with

@@ -1,5 +1,8 @@
-// Weights from the site into GPU buffers: each shard fetched (Cache Storage first), checked against the
-// manifest's sha256 and written chunk by chunk; never whole in Python's heap.
+// Weights from the site into GPU buffers: each shard streamed (Cache Storage first, shard_stream.mjs), written
+// block by block as its bytes arrive and checked against the manifest's sha256; never whole in an ArrayBuffer,
+// never in Python's heap.
+
+import { BLOCK_BYTES, streamShard } from "./shard_stream.mjs";
 
 export const CACHE_NAME = "webinfer-weights-v1";
 
@@ -63,10 +66,33 @@ export function textureSize(nbytes, format) {
   return [width, height];
 }
 
+// The part of each weight chunk [target, offset, size, dst] of a shard that falls in the block of the shard's
+// bytes [start, start + length): into a GPU buffer (writeBuffer: 4-byte units, a chunk's odd tail padded with
+// zeros inside the buffer's rounded-up size) or a texture's staging bytes.
+function writeBlock(device, chunks, block, start, length) {
+  const end = start + length;
+  for (const [target, offset, size, dst] of chunks) {
+    const lo = Math.max(offset, start);
+    const hi = Math.min(offset + size, end);
+    if (lo >= hi) continue;
+    const at = dst + lo - offset;
+    if (target instanceof Uint8Array) {
+      target.set(block.subarray(lo - start, hi - start), at);
+    } else if ((hi - lo) % 4) {
+      const padded = new Uint8Array(Math.ceil((hi - lo) / 4) * 4);
+      padded.set(block.subarray(lo - start, hi - start));
+      device.queue.writeBuffer(target, at, padded);
+    } else {
+      device.queue.writeBuffer(target, at, block, lo - start, hi - lo);
+    }
+  }
+}
+
 // One storage buffer per weight tensor the program reads, as SessionCore._upload_weights makes them; every
 // chunk is written from its shard with queue.writeBuffer. A weight the program binds as a texture is gathered
 // in memory and written once, when its shards are in. Returns [[tensorId, GPUBuffer | GPUTexture], ...].
-export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0]) {
+export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0],
+  blockBytes = BLOCK_BYTES) {
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const pairs = [];
   const perShard = manifest.shards.map(() => []);
@@ -109,15 +135,13 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
   for (let i = 0; i < manifest.shards.length; i++) {
     const entry = manifest.shards[i];
     const url = new URL(entry.file, artifactURL).href;
-    const { bytes, cached } = await fetchShard(cache, url, entry, (n, fromCacheNow) => {
+    const sink = (block, start, length) => writeBlock(device, perShard[i], block, start, length);
+    const { cached } = await streamShard(cache, url, entry, sink, (n, fromCacheNow) => {
       loaded += n;
       progress({ phase: "weights", loaded, total, cached: fromCacheNow });
-    });
+    }, blockBytes);
     if (cached) fromCache += 1;
-    for (const [target, offset, size, dst] of perShard[i]) {
-      if (target instanceof Uint8Array) target.set(bytes.subarray(offset, offset + size), dst);
-      else device.queue.writeBuffer(target, dst, bytes, offset, size);
-    }
+    await device.queue.onSubmittedWorkDone();  // (the GPU process has taken this shard's writes)
   }
   for (const s of staged) {
     device.queue.writeTexture({ texture: s.texture }, s.bytes, { bytesPerRow: s.row, rowsPerImage: s.height },

@@ -60,7 +60,7 @@ def build_site(site: str, specs: list[S.ModelSpec]) -> dict[str, str]:
         shutil.copyfile(os.path.join(HERE, "web", name), os.path.join(site, name))
     shutil.copyfile(os.path.join(HERE, "runner.py"), os.path.join(site, "runner.py"))
     os.makedirs(os.path.join(site, "wi"), exist_ok=True)  # webinfer's CPU path, as pages load it
-    for name in ("cpu.mjs", "cpu-chat.mjs"):
+    for name in ("cpu.mjs", "cpu-chat.mjs", "weights.mjs"):  # (cpu.mjs imports weights.mjs)
         shutil.copyfile(os.path.join(os.path.dirname(HERE), "webinfer", "site", name), os.path.join(site, "wi", name))
     _place_tree(pyodide_dir(), os.path.join(site, "pyodide"))
     _place_tree(ORT_WEB_DIST, os.path.join(site, "ort"), lambda n: n.startswith(ORT_FILES) and not n.endswith(".map"))
@@ -183,9 +183,14 @@ def run_browser(engines: list[str], specs: list[S.ModelSpec], settings, tmp: str
                     if result is None:
                         job = browser_job(sp, settings)
                         limit = (settings.llm_limit_s if sp.llm else settings.limit_s) + BOOT_S
+                        if job.get("llm"):
+                            job["llm"]["pair_steps"] = settings.pair_steps
                         call, args = (("benchWebinfer", [job]) if engine == "webinfer-pyodide" else
-                                      ("benchWebinferCpu", [job]) if engine == "webinfer-cpu"
+                                      ("benchWebinferCpu", [job]) if engine == "webinfer-cpu" else
+                                      ("benchCpuPair", [job, settings.pair_rounds]) if engine == "cpu-vs-wasm"
                                       else ("benchOrt", [job, engine.rsplit("-", 1)[1]]))
+                        if engine == "cpu-vs-wasm":  # two engines, each warmed up and run every round
+                            limit = 2 * limit
                         result = run_page(browser, url, call, args, limit, log)
                     cell = rows_for(engine, sp, result)
                     rows += cell

@@ -23,11 +23,16 @@ NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
 # Also native, run only when asked for: the default adapter forced to one kernel class's program.
 NATIVE_EXTRA = ["webinfer-software", "webinfer-gpu", "ort-cuda"]
 BROWSER = ["webinfer-pyodide", "webinfer-cpu", "ort-web-webgpu", "ort-web-wasm"]
+# Also in the browser: webinfer's CPU path and onnxruntime-web wasm in one page, timed in turns (bench.mjs
+# benchCpuPair); its cells are the median and spread of the per-round speed ratios (>1: webinfer faster), the
+# figure that stays meaningful on a loaded machine where two columns measured minutes apart do not.
+PAIRED = ["cpu-vs-wasm"]
 ENGINE_NAMES = {"webinfer": "webinfer", "webinfer-swiftshader": "webinfer", "ort-cpu": "onnxruntime CPU",
                 "ort-webgpu": "onnxruntime WebGPU", "webinfer-pyodide": "webinfer (Pyodide)",
                 "ort-web-webgpu": "onnxruntime-web webgpu", "ort-web-wasm": "onnxruntime-web wasm",
                 "webinfer-software": "webinfer software class", "webinfer-gpu": "webinfer gpu class",
-                "ort-cuda": "onnxruntime CUDA", "webinfer-cpu": "webinfer CPU path"}
+                "ort-cuda": "onnxruntime CUDA", "webinfer-cpu": "webinfer CPU path",
+                "cpu-vs-wasm": "webinfer CPU path / onnxruntime-web wasm, paired (x, >1: webinfer faster)"}
 
 
 def is_native(engine: str) -> bool:
@@ -89,6 +94,8 @@ class Settings:
         # and the most a job may take in all before its cell says it timed out.
         self.budget_s, self.llm_budget_s = (3, 12) if quick else (60, 240)
         self.limit_s, self.llm_limit_s = (40, 60) if quick else (600, 1200)
+        # cpu-vs-wasm: rounds in turns, and an LLM's decode steps per turn
+        self.pair_rounds, self.pair_steps = (3, 8) if quick else (5, 16)
 
 
 FIRST = ("first result", "ms", "first_result_ms")
@@ -106,12 +113,14 @@ def metrics(spec: S.ModelSpec) -> list[tuple[str, str, str]]:
 
 def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | None = None) -> list[dict]:
     """The rows of one cell group: times when the outputs matched, else the reason in ``error``."""
-    where = "browser" if engine in BROWSER else "native"
+    where = "browser" if engine in BROWSER + PAIRED else "native"
     result = result or {}
     if error is None:
         error = result.get("error") or S.check_outputs(spec, result.get("outputs", {}), result.get("decode_steps"))
     rows = []
-    for metric, unit, key in metrics(spec):
+    # a paired cell: the per-round ratios of the steady-state figures (no first result: both engines are loaded)
+    chosen = [(m, "x", k) for m, _, k in metrics(spec) if k != FIRST[2]] if engine in PAIRED else metrics(spec)
+    for metric, unit, key in chosen:
         values = result.get(key) or []
         row = {"engine": engine, "where": where, "model": spec.name, "metric": metric, "unit": unit,
                "median": None, "min": None, "max": None, "error": error, "adapter": result.get("adapter", "")}
@@ -131,9 +140,9 @@ def unavailable(engine: str, spec: S.ModelSpec) -> str | None:
     """Why an engine cannot run a model at all (None: it can)."""
     if spec.reference_error:
         return spec.reference_error
-    if spec.quantize and not engine.startswith("webinfer"):
+    if spec.quantize and not engine.startswith("webinfer") and engine not in PAIRED:  # (the pair: source model)
         return f"not available: {spec.quantize} is a webinfer build option (no equivalent peer model)"
-    if spec.artifact is None and engine.startswith("webinfer"):
+    if spec.artifact is None and (engine.startswith("webinfer") or engine in PAIRED):
         return spec.build_error or "not available: no artifact"
     if engine == "ort-cuda" and not _has_cuda_provider():
         return "not available: this onnxruntime has no CUDA provider (onnxruntime-gpu)"
@@ -322,13 +331,13 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     t_start = time.perf_counter()
     settings = Settings(quick)
     settings.kernels = kernels
-    unknown = [e for e in engines or [] if not is_native(e) and e not in BROWSER]
+    unknown = [e for e in engines or [] if not is_native(e) and e not in BROWSER + PAIRED]
     if unknown:
         from webinfer.errors import WebinferError
 
         raise WebinferError(f"unknown engine {unknown[0]!r}: choose from "
-                            f"{', '.join(NATIVE + NATIVE_EXTRA + BROWSER)} (ENGINE@REV for a baseline)")
-    engines = with_baseline(engines or NATIVE + BROWSER, baseline)
+                            f"{', '.join(NATIVE + NATIVE_EXTRA + BROWSER + PAIRED)} (ENGINE@REV for a baseline)")
+    engines = with_baseline(engines or NATIVE + BROWSER + PAIRED, baseline)
     for rev in {e.split("@", 1)[1] for e in engines if "@" in e}:
         settings.baseline[rev] = baseline_checkout(rev, log)[1]
     specs = specs if specs is not None else S.default_models(quick)
@@ -347,7 +356,7 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
     rows = []
     with tempfile.TemporaryDirectory(prefix="webinfer-bench-") as tmp:
         rows += run_natives([e for e in engines if is_native(e)], specs, settings, tmp, log)
-        browser_engines = [e for e in engines if e in BROWSER]
+        browser_engines = [e for e in engines if e in BROWSER + PAIRED]
         if browser_engines:
             from .browser import run_browser
 

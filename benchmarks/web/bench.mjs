@@ -216,6 +216,101 @@ window.benchWebinferCpu = async (job) => {
   }
 };
 
+// webinfer's CPU path and onnxruntime-web wasm in the same page, timed in turns: round r runs one engine then the
+// other (the order swapped every round), so the machine's other load falls on both alike and the per-round ratio
+// means something where wall times do not. Both run the same ONNX where the artifact's CPU model is the source
+// model (an int4 artifact's CPU model is its fp32 source). Ratios > 1: webinfer's CPU path faster.
+async function openCpuPath(job) {
+  const { CpuSession } = await import("./wi/cpu.mjs");
+  const base = new URL(job.artifact, here);
+  const manifest = await (await fetch(new URL("manifest.json", base))).json();
+  const entry = manifest.assets?.["assets/cpu-model.onnx"];
+  if (!entry) throw new Error("the artifact carries no CPU model (build --cpu)");
+  const bytes = new Uint8Array(await (await fetch(new URL(entry.file, base))).arrayBuffer());
+  return { cpu: await CpuSession.open(manifest, bytes, new URL("ort/", here).href), manifest, cpuBytes: entry.bytes };
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+window.benchCpuPair = async (job, rounds) => {
+  let wi = null, peer = null;
+  try {
+    const { cpu, manifest, cpuBytes } = await openCpuPath(job);
+    wi = cpu;
+    const ort = await loadOrt();
+    peer = await ort.InferenceSession.create(new URL(job.onnx, here).href,
+                                             { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+    let engines;  // name -> one timed turn: {ms} or {prefill, tok_s}
+    const outputs = {};
+    if (job.llm) {
+      const { CpuChat } = await import("./wi/cpu-chat.mjs");
+      const chat = new CpuChat(cpu.ort, cpu.session, manifest, null);
+      const steps = job.llm.decode.slice(0, job.llm.pair_steps);
+      const turn = (pass) => async () => {
+        const p = await pass(job.llm, steps, Infinity);
+        return { prefill: p.prefillMs, tok_s: p.stepMs.length / (p.stepMs.reduce((a, b) => a + b, 0) / 1e3), p };
+      };
+      engines = { wi: turn((llm, st, d) => cpuLlmPass(chat, llm, st, d)),
+                  ort: turn((llm, st, d) => ortLlmPass(ort, peer, llm, st, d)) };
+    } else {
+      const wiFeeds = Object.entries(job.feeds).map(([n, sp]) => {
+        const t = tensorOf(cpu.ort, sp);
+        return [n, t.type, t.dims, t.data];
+      });
+      const ortFeeds = Object.fromEntries(Object.entries(job.feeds).map(([n, sp]) => [n, tensorOf(ort, sp)]));
+      const timed = (run) => async () => {
+        const t = now();
+        const out = await run();
+        return { ms: now() - t, out };
+      };
+      engines = { wi: timed(() => wi.run(wiFeeds)), ort: timed(() => peer.run(ortFeeds)) };
+    }
+    for (let i = 0; i < job.warmup; i++) for (const go of Object.values(engines)) await go();
+    const perRound = Math.max(1, Math.floor(job.runs / rounds));
+    const ratios = job.llm ? { prefill_ms: [], decode_tok_s: [] } : { latency_ms: [] };
+    const raw = [];
+    let last = null;
+    for (let r = 0; r < rounds; r++) {
+      const got = { wi: [], ort: [] };
+      for (const name of r % 2 ? ["ort", "wi"] : ["wi", "ort"]) {
+        for (let k = 0; k < (job.llm ? 1 : perRound); k++) got[name].push(await engines[name]());
+      }
+      if (job.llm) {
+        const [w, o] = [got.wi[0], got.ort[0]];
+        ratios.prefill_ms.push(o.prefill / w.prefill);
+        ratios.decode_tok_s.push(w.tok_s / o.tok_s);
+        raw.push({ wi_prefill_ms: w.prefill, ort_prefill_ms: o.prefill, wi_tok_s: w.tok_s, ort_tok_s: o.tok_s });
+        last = w.p;
+      } else {
+        const [w, o] = [median(got.wi.map((x) => x.ms)), median(got.ort.map((x) => x.ms))];
+        ratios.latency_ms.push(o / w);
+        raw.push({ wi_ms: w, ort_ms: o });
+        last = got.wi[got.wi.length - 1].out;
+      }
+    }
+    if (job.llm) {
+      outputs.prefill_logits = { dtype: "float32", shape: [job.llm.vocab], b64: floatsB64(last.prefillRow) };
+      outputs.decode_logits = { dtype: "float32", shape: [job.llm.vocab], b64: floatsB64(last.lastRow) };
+    } else {
+      for (const n of job.outputs) {
+        const o = last.find((x) => x.name === n);
+        outputs[n] = { dtype: "float32", shape: [], b64: floatsB64(new Float32Array(o.data)) };
+      }
+    }
+    return JSON.stringify({ ...ratios, raw, outputs, decode_steps: job.llm ? last.stepMs.length : undefined,
+      adapter: `webinfer CPU path (artifact's CPU model, ${cpuBytes} bytes) vs onnxruntime-web wasm (${job.onnx}), ` +
+        `wasm x${cpu.threads} each, ${rounds} rounds in turns` });
+  } catch (e) {
+    return JSON.stringify({ error: String(e && e.message ? e.message : e).split("\n")[0].slice(0, 300) });
+  } finally {
+    await wi?.close();
+    await peer?.release();
+  }
+};
+
 let pyodide = null;
 window.benchWebinfer = async (job) => {
   try {

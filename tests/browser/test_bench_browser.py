@@ -96,3 +96,29 @@ def test_bench_page_that_cannot_load_says_why(tmp_path, browser):
         server.shutdown()
         server.server_close()
     assert result == {"error": "the bench page did not load: 404 for /pyodide/pyodide.mjs"}
+
+
+def test_cpu_path_paired_with_wasm(tmp_path):
+    """cpu-vs-wasm: webinfer's CPU path and onnxruntime-web wasm in one page, in turns: one ratio per round (the
+    CPU path's outputs checked against onnxruntime CPU's by the harness), its median and spread in the cell; a
+    model the engines cannot load is a cell that says why."""
+    onnx_path = tiny_model(tmp_path / "tiny.onnx")
+    build(onnx_path, str(tmp_path / "tiny.wi"), cpu=True)
+    x = np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
+    good = S.ModelSpec("tiny", onnx_path, {"x": x}, artifact=str(tmp_path / "tiny.wi"))
+    build(onnx_path, str(tmp_path / "nocpu.wi"))  # (no CPU model: the pair cannot run)
+    nocpu = S.ModelSpec("nocpu", onnx_path, {"x": x}, artifact=str(tmp_path / "nocpu.wi"))
+    S.prepare(good)
+    S.prepare(nocpu)
+    settings = harness.Settings(quick=True)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        rows = pool.submit(run_browser, harness.PAIRED, [good, nocpu], settings, str(tmp_path), harness.rows_for,
+                           harness.unavailable, lambda line: None).result()
+    cell = {(r["engine"], r["model"], r["metric"]): r for r in rows}
+    assert set(cell) == {("cpu-vs-wasm", "tiny", "latency"), ("cpu-vs-wasm", "nocpu", "latency")}, rows
+    r = cell[("cpu-vs-wasm", "tiny", "latency")]
+    assert r["error"] is None, r
+    assert r["unit"] == "x" and r["samples"] == settings.pair_rounds and 0 < r["min"] <= r["median"] <= r["max"], r
+    assert "CPU model" in cell[("cpu-vs-wasm", "nocpu", "latency")]["error"]

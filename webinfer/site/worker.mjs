@@ -3,6 +3,7 @@
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache | method (OpenAI API)}
+//               {id, op: "seq2seq", handle, text | feeds | audio: {data, sampleRate, channels}, options}
 //               {id, op: "classify", handle, pixels, width, height}  {id, op: "vision", handle, task, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}
 // Messages out: {id, type: "progress", ...}  {id, type: "token", token: {id, text}}  {id, type: "chunk", chunk}
@@ -218,10 +219,14 @@ async function chat({ handle, messages, options, prefixCache, method }, post) {
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }
 
-async function seq2seq({ handle, text, feeds, options }, post) {
+async function seq2seq({ handle, text, feeds, audio, options }, post) {
   const h = await host();
   const onToken = (id, t) => post({ type: "token", token: { id, text: t } });
-  return JSON.parse(await h.seq2seq(handle, text !== undefined ? text : feeds, JSON.stringify(options || {}), onToken));
+  const opts = JSON.stringify(options || {});
+  if (audio) {  // {data: ArrayBuffer, sampleRate, channels}: float32 PCM rows, or a WAV file's bytes (sampleRate 0)
+    return JSON.parse(await h.transcribe(handle, new Uint8Array(audio.data), audio.sampleRate, audio.channels, opts, onToken));
+  }
+  return JSON.parse(await h.seq2seq(handle, text !== undefined ? text : feeds, opts, onToken));
 }
 
 async function close({ handle }) {

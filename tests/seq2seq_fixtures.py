@@ -58,8 +58,9 @@ def _complete(out: Path, extra: tuple = ()) -> bool:
     return (out / "done.json").is_file() and all((out / f).is_file() for f in FILES + extra)
 
 
-def whisper_tiny() -> Path:
-    out = _folder("whisper-tiny-random", WHISPER_TINY)
+def whisper_tiny(config: dict = WHISPER_TINY, name: str = "whisper-tiny-random") -> Path:
+    """``config``: WhisperConfig keys (default whisper-tiny's dimensions; a smaller one for quick page tests)."""
+    out = _folder(name, config)
     if _complete(out, ("preprocessor_config.json",)):
         return out
     import torch
@@ -67,7 +68,7 @@ def whisper_tiny() -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    cfg = WhisperConfig(**WHISPER_TINY)
+    cfg = WhisperConfig(**config)
     cfg._attn_implementation = "eager"
     model = WhisperForConditionalGeneration(cfg).eval()
     model.save_pretrained(out / "torch")  # config.json + weights, as the export starts from

@@ -49,6 +49,8 @@ DEMOS = {
                "suppression run on the GPU, and the boxes are drawn over the picture."),
     "removebg": ("Background removal", "A matting model's mask is resized to the image and applied as alpha on the "
                  "GPU: image in, cut-out out."),
+    "transcribe": ("Speech to text", "Whisper tiny.en transcribes a WAV file or the microphone; resampling and the "
+                   "log-mel spectrogram run on the GPU, and the transcript appears token by token."),
     "model": ("Run a model", "Runs the bundled artifact once on inputs of ones and shows its outputs."),
 }
 _PAGE_FILES = ("page.mjs",)

@@ -167,7 +167,7 @@ class WorkerHost:
                                      self.gpu, kclass)
         gen = Seq2SeqGenerator(enc.core, dec.core, dec.tokenizer() if "tokenizer.json" in dec.assets else None)
         info = _describe(dec, self.gpu)
-        info.update(max_seq=gen.max_seq, first_tokens=gen.first_tokens,
+        info.update(max_seq=gen.max_seq, first_tokens=gen.first_tokens, audio=enc.core.manifest.get("audio"),
                     encoder_inputs=[_io(i) for i in enc.core.get_inputs()])
         return json.dumps({"handle": self._add(gen), **info})
 
@@ -179,8 +179,32 @@ class WorkerHost:
         feeds = gen.text_feeds(source) if isinstance(source, str) else {
             str(name): HostTensor(str(dtype), [int(d) for d in _py(shape)], _bytes(data))
             for name, dtype, shape, data in (_py(f) for f in source)}
-        async for tok in gen.agenerate(feeds, **json.loads(options_json)):
-            on_token(tok.id, tok.text)
+        return await self._generate(handle, feeds, options_json, on_token)
+
+    async def transcribe(self, handle: int, data, rate: int, channels: int, options_json: str, on_token) -> str:
+        """Speech to text with an artifact whose encoder has the audio prologue: ``data`` a WAV file's bytes
+        (``rate`` 0: its header gives the rate) or float32 PCM at ``rate`` Hz, ``channels`` rows of samples one
+        after the other. The sample rate becomes the prologue's rate dim; resampling and log-mel run on the GPU."""
+        gen = self._get(handle)
+        prologue = gen.encoder.manifest.get("audio")
+        if prologue is None:
+            raise WebinferError("this artifact's encoder takes features, not audio (it was built with --preprocess "
+                                "none): rebuild it without, or feed the features")
+        raw, rate, channels = _bytes(data), int(rate), int(channels)
+        if rate:
+            if channels < 1 or not raw or len(raw) % (4 * channels):
+                raise WebinferError(f"audio: {len(raw)} bytes are not float32 samples in {channels} channel(s)")
+            pcm = audio.audio_feed(raw) if channels == 1 else HostTensor(
+                "float32", [channels, len(raw) // (4 * channels)], raw)
+        else:
+            pcm, rate = audio.read_wav(raw)
+        return await self._generate(handle, {prologue["audio"]: pcm, prologue["rate"]: rate}, options_json, on_token)
+
+    async def _generate(self, handle: int, feeds: dict, options_json: str, on_token) -> str:
+        gen = self._get(handle)
+        async with self._busy(handle):  # one input at a time per decoder cache
+            async for tok in gen.agenerate(feeds, **json.loads(options_json)):
+                on_token(tok.id, tok.text)
         return json.dumps(gen.stats)
 
     async def run(self, handle: int, feeds, dims_json: str | None = None) -> list:

@@ -31,7 +31,8 @@ def demo_site(tmp_path_factory, webinfer_wheel):
     from demos.site import build_site
     from webinfer.serve import serve_in_thread
 
-    site = build_site(tmp_path_factory.mktemp("demo-site") / "site", wheel=webinfer_wheel)
+    site = build_site(tmp_path_factory.mktemp("demo-site") / "site",  # (transcribe: test_transcribe_page.py
+                      ["classify", "similarity", "chat", "detect", "removebg"], wheel=webinfer_wheel)  # builds its own)
     server, url = serve_in_thread(str(site))
     yield site, url
     server.shutdown()

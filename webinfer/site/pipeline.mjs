@@ -13,8 +13,11 @@
 //   text-generation (messages | prompt, options, onToken) -> the reply's text; a prompt string is sent as one
 //     user message (the model's chat template applies); options as chat.send's
 //   translation (text, options, onToken) -> {translation_text, token_ids}
-//   automatic-speech-recognition (feeds, options, onToken) -> {text, token_ids}: feeds are the encoder's inputs,
-//     e.g. {input_features: {data, dims: [1, 80, 3000]}} for an artifact built with --preprocess none
+//   automatic-speech-recognition (audio, options, onToken) -> {text, token_ids}: audio as Seq2Seq.transcribe takes
+//     it (a WAV Blob/File/bytes or a URL to one, a Float32Array of PCM with options.sampleRate, an AudioBuffer;
+//     resampled and turned into log-mel on the GPU), or the encoder's own feeds, e.g. {input_features: {data,
+//     dims: [1, 80, 3000]}}, for an artifact built with --preprocess none
+//   options may carry onToken instead of the third argument.
 import { chat, load, seq2seq } from "./webinfer.mjs";
 
 const IMAGE = { "image-classification": "classify", "object-detection": "detect", "image-segmentation": "segment",
@@ -48,8 +51,11 @@ export async function pipeline(task, url, options) {
   } else {
     session = await seq2seq(url, options);
     const key = task === "translation" ? "translation_text" : "text";
-    fn = async (source, opts, onToken) => {
-      const stats = await session.generate(source, opts, onToken);
+    fn = async (source, opts = {}, onToken) => {
+      const { onToken: listener, ...rest } = opts;
+      const stats = task === "automatic-speech-recognition" && !isFeeds(source)
+        ? await session.transcribe(await audioInput(source), rest, onToken ?? listener)
+        : await session.generate(task === "translation" ? String(source) : source, rest, onToken ?? listener);
       return { [key]: stats.text, token_ids: stats.token_ids };
     };
   }
@@ -74,4 +80,19 @@ export async function imagePixels(image) {
   const ctx = new OffscreenCanvas(width, height).getContext("2d", { willReadFrequently: true });
   ctx.drawImage(source, 0, 0);
   return ctx.getImageData(0, 0, width, height);
+}
+
+// The encoder's feeds ({name: {data, dims}}) rather than audio.
+function isFeeds(x) {
+  return x && typeof x === "object" && !(x instanceof Blob) && !ArrayBuffer.isView(x) && !(x instanceof ArrayBuffer)
+    && !(typeof AudioBuffer !== "undefined" && x instanceof AudioBuffer) && !("sampleRate" in x)
+    && Object.values(x).every((v) => v && typeof v === "object" && "dims" in v);
+}
+
+// A URL to a WAV file is fetched (same origin rules as fetch); the rest goes to Seq2Seq.transcribe as it is.
+async function audioInput(audio) {
+  if (typeof audio !== "string" && !(audio instanceof URL)) return audio;
+  const r = await fetch(new URL(audio, globalThis.document ? document.baseURI : location.href));
+  if (!r.ok) throw new Error(`GET ${audio}: HTTP ${r.status}`);
+  return r.blob();
 }

@@ -24,6 +24,10 @@
 //   (session.audio: the manifest's block) takes {audio: Float32Array of mono PCM, sample_rate: Hz} (or {data,
 //   dims: [channels, samples]}, a row per channel): resampling and the features (Whisper's log-mel...) run on
 //   the GPU.
+// seq2seq(url) -> Seq2Seq (an encoder-decoder artifact): generate(text | encoder feeds, options, onToken) and, with
+//   the audio prologue, transcribe(audio, {sampleRate, maxNewTokens, ...}, onToken) -> {text, token_ids, ...}.
+// pipeline(task, url) -> one call per task (pipeline.mjs): const asr = await webinfer.pipeline(
+//   "automatic-speech-recognition", url); await asr(wavBlob, { onToken: (t) => show(t.text) }) -> {text, token_ids}.
 // chat(url, {onProgress, prefixCache}) -> Chat {maxSeq, stats, send(messages, options), cancel(), close()}
 //   messages: OpenAI-style [{role: "system" | "user" | "assistant", content}], the whole conversation each turn:
 //   the worker keeps the KV cache across turns and prefills only what it does not hold yet.
@@ -54,6 +58,10 @@
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
 //
 // One call per task (pipeline.mjs): const f = await webinfer.pipeline("object-detection", url); await f("photo.png")
+
+export { pipeline } from "./pipeline.mjs";
+
+import { audioMessage } from "./speech.mjs";
 
 export { pipeline } from "./pipeline.mjs";
 
@@ -154,7 +162,8 @@ export async function chat(url, options) {
 }
 
 /** Open an encoder-decoder artifact (speech to text, translation: built from an export folder); resolves to a
- * Seq2Seq whose generate(source, options, onToken) takes text or the encoder's feeds and resolves to the stats. */
+ * Seq2Seq whose generate(source, options, onToken) takes text or the encoder's feeds, and transcribe(audio,
+ * options, onToken) PCM or a WAV file, and resolves to the stats. */
 export async function seq2seq(url, options) {
   return new Seq2Seq(await open(url, "seq2seq", options));
 }
@@ -369,14 +378,31 @@ class Seq2Seq extends Session {
   /** `source`: text (translation) or {name: feed} for the encoder (e.g. {input_features: {data, dims}});
    * resolves to {token_ids, text, ...}; `onToken({id, text})` sees each token as it comes. */
   async generate(source, options = {}, onToken) {
-    const opts = {};
-    for (const [k, v] of Object.entries(options)) {
-      if (!(k in OPTIONS)) throw new Error(`unknown option ${k} (${Object.keys(OPTIONS).join(", ")})`);
-      opts[OPTIONS[k]] = v;
-    }
-    const message = { op: "seq2seq", handle: this.handle, options: opts };
+    const message = { op: "seq2seq", handle: this.handle, options: generationOptions(options) };
     if (typeof source === "string") message.text = source;
     else message.feeds = this.encoderInputs.filter((io) => io.name in source).map((io) => toFeed(io, source[io.name]));
     return call(message, (m) => m.type === "token" && onToken?.(m.token));
   }
+
+  /** Speech to text with an artifact whose encoder has the audio prologue (session.audio): `audio` is a
+   * Float32Array of mono PCM with options.sampleRate, {data | channels, sampleRate}, an AudioBuffer, or a WAV
+   * file (Blob, ArrayBuffer, Uint8Array); resampling and log-mel features run on the GPU. Resolves to {text,
+   * token_ids, ...}; `onToken({id, text})` sees the transcript grow token by token. */
+  async transcribe(audio, options = {}, onToken) {
+    if (!this.audio) throw new Error("this artifact's encoder takes features, not audio (built with --preprocess none)");
+    const { sampleRate, ...rest } = options;
+    const opts = generationOptions(rest);
+    const { message, transfer } = await audioMessage(audio, sampleRate);
+    return call({ op: "seq2seq", handle: this.handle, options: opts, audio: message },
+      (m) => m.type === "token" && onToken?.(m.token), transfer);
+  }
+}
+
+function generationOptions(options) {
+  const opts = {};
+  for (const [k, v] of Object.entries(options)) {
+    if (!(k in OPTIONS)) throw new Error(`unknown option ${k} (${Object.keys(OPTIONS).join(", ")})`);
+    opts[OPTIONS[k]] = v;
+  }
+  return opts;
 }

@@ -3,6 +3,7 @@
 //
 // Messages in:  {id, op: "load", url, kind: "session" | "chat", kernelClass, path: "cpu" | "gpu" | undefined}  {id, op: "run", handle, feeds}
 //               {id, op: "encode", handle, text}  {id, op: "chat", handle, messages, options, prefixCache | method (OpenAI API)}
+//               {id, op: "seq2seq", handle, text | feeds | audio: {data, sampleRate, channels}, options}
 //               {id, op: "classify", handle, pixels, width, height}  {id, op: "vision", handle, task, pixels, width, height}
 //               {op: "cancel", handle}  {id, op: "close", handle}  {id, op: "loseDevice"} (destroys the device, to try
 //               recovery: webinfer.debug.loseDevice)
@@ -257,10 +258,14 @@ async function chat({ handle, messages, options, prefixCache, method }, post) {
   return JSON.parse(await h.chat(handle, JSON.stringify(messages), JSON.stringify(options || {}), onToken));
 }
 
-async function seq2seq({ handle, text, feeds, options }, post) {
+async function seq2seq({ handle, text, feeds, audio, options }, post) {
   const h = await host();
   const onToken = (id, t) => post({ type: "token", token: { id, text: t } });
-  return JSON.parse(await h.seq2seq(handle, text !== undefined ? text : feeds, JSON.stringify(options || {}), onToken));
+  const opts = JSON.stringify(options || {});
+  if (audio) {  // {data: ArrayBuffer, sampleRate, channels}: float32 PCM rows, or a WAV file's bytes (sampleRate 0)
+    return JSON.parse(await h.transcribe(handle, new Uint8Array(audio.data), audio.sampleRate, audio.channels, opts, onToken));
+  }
+  return JSON.parse(await h.seq2seq(handle, text !== undefined ? text : feeds, opts, onToken));
 }
 
 async function close({ handle }) {

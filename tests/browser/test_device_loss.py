@@ -74,6 +74,8 @@ def test_device_destroyed_mid_turn_and_between_turns(page, tiny_site):
     assert recovery["reason"] == "destroyed" and recovery["sessions"] == 1
     assert two["stats"]["prompt_ids"] == _reference_ids(model_dir, conv[:3])
     assert two["ids"] == two["stats"]["token_ids"] == ort_greedy(model, two["stats"]["prompt_ids"], N)[0]
+    # (the re-opened chat got the interrupted turn's prompt back; the turn's second run prefilled one token)
+    assert recovery["restored_tokens"] == len(two["stats"]["prompt_ids"]) == two["stats"]["reused_tokens"] + 1
     # Two losses, two recoveries, said in one line each; the idle one restored the conversation into the KV cache.
     phases = [e["phase"] for e in got["events"]]
     assert phases == ["lost", "recovered", "lost", "recovered"], got["events"]

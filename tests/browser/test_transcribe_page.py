@@ -129,7 +129,8 @@ def test_transcribe_page_file_equals_native_and_onnxruntime(page, tmp_path, webi
 
 def test_transcribe_page_microphone_equals_native(browser_type, browser_type_launch_args, tmp_path, webinfer_wheel):
     """The microphone button: Chromium's fake capture device plays an espeak-ng WAV; the page records PCM at the
-    AudioContext's rate, and the same samples natively give the same ids (a small random Whisper)."""
+    AudioContext's rate, and the same samples natively give the same ids (a small random Whisper); so does
+    webinfer.pipeline("automatic-speech-recognition", url) on them in the page."""
     import webinfer
     from webinfer.bundle import bundle
     from webinfer.tasks import pipeline
@@ -164,6 +165,14 @@ def test_transcribe_page_microphone_equals_native(browser_type, browser_type_lau
         native = asr((pcm, rate), max_new_tokens=n)
         print(f"microphone: {len(pcm)} samples at {rate} Hz; page {got['ids']}; native {native['token_ids']}")
         assert got["ids"] == native["token_ids"] and got["text"] == native["text"]
+        # the JS API's one call, on the same PCM and its rate: the same ids, streamed
+        one = page.evaluate("""async (n) => { const webinfer = await import("../assets/webinfer.mjs");
+            const asr = await webinfer.pipeline("automatic-speech-recognition", "artifact/"), d = window.webinferDemo;
+            const streamed = [];
+            const out = await asr(d.pcm, { sampleRate: d.sampleRate, maxNewTokens: n, onToken: (t) => streamed.push(t.id) });
+            await asr.close();
+            return [out.token_ids, out.text, streamed]; }""", n)
+        assert one == [got["ids"], got["text"], got["ids"]]
         silence = asr((np.zeros(rate, np.float32), rate), max_new_tokens=n)["token_ids"]
         assert silence != got["ids"]  # the ids depend on what the microphone heard
         assert native["token_ids"] == _ort_ids(folder, pcm, rate, [50258, 50259, 50359, 50363], {50257}, n)

@@ -30,7 +30,7 @@ test: lint
 demo: setup
 	@VENV=$(abspath $(VENV)) bash scripts/demo.sh
 
-# The three browser demos (classify, similarity, chat) in one static site: build/site/ (demos/site.py).
+# The browser demos (classify, similarity, chat, transcribe) in one static site: build/site/ (demos/site.py).
 site: setup
 	$(PY) -m demos.site build/site
 

@@ -30,7 +30,8 @@ test: lint
 demo: setup
 	@VENV=$(abspath $(VENV)) bash scripts/demo.sh
 
-# The five browser demos (classify, similarity, chat, detect, removebg) in one static site: build/site/ (demos/site.py).
+# The six browser demos (classify, similarity, chat, transcribe, detect, removebg) in one static site: build/site/
+# (demos/site.py).
 site: setup
 	$(PY) -m demos.site build/site
 

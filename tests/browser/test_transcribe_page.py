@@ -56,6 +56,12 @@ def _result(page) -> dict:
             "shown": page.locator("#transcript").text_content()}
 
 
+def _ready(page) -> None:
+    page.wait_for_selector("body[data-ready], #result[data-error]", state="attached", timeout=TIMEOUT_MS)
+    error = page.locator("#result").get_attribute("data-error")
+    assert error is None, error
+
+
 def _wav_samples(path) -> tuple[np.ndarray, int]:
     from webinfer.runtime.audio import read_wav
 
@@ -64,8 +70,11 @@ def _wav_samples(path) -> tuple[np.ndarray, int]:
 
 
 def test_transcribe_page_file_equals_native_and_onnxruntime(page, tmp_path, webinfer_wheel, capsys):
-    """whisper tiny.en (real weights, demos/site.py's recipe and build options): espeak-ng clips picked in the file
-    input, one at 16 kHz and one at espeak's own 22.05 kHz (resampled on the GPU)."""
+    """whisper tiny.en (real weights, demos/site.py's recipe and build options): an espeak-ng clip at espeak's own
+    22.05 kHz picked in the file input (resampled to 16 kHz on the GPU). (Five clips natively against onnxruntime:
+    tests/llm/test_seq2seq.py's real-weights test.)"""
+    import time
+
     from tokenizers import Tokenizer
 
     from demos.recipes.whisper import tiny_en_folder
@@ -82,26 +91,37 @@ def test_transcribe_page_file_equals_native_and_onnxruntime(page, tmp_path, webi
         page.goto(url)
         assert "transcribe/" in page.locator("ul.demos a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
         page.goto(url + f"transcribe/?max_new_tokens={n}")
-        page.wait_for_selector("body[data-ready]", state="attached", timeout=TIMEOUT_MS)
-        for i in (0, 3):
-            wav, _ = _speech(tmp_path, i, SPEECH[i])
-            if i == 3:
-                wav = tmp_path / f"raw{i}.wav"  # espeak-ng's own file, 22.05 kHz
-            page.evaluate("() => { delete document.getElementById('result').dataset.done; }")
-            page.set_input_files("#file", str(wav))
-            got = _result(page)
-            assert got["streamed"] == got["ids"]  # every token streamed as it came
-            assert got["shown"] == got["text"]
-            capsys.readouterr()
-            assert cli(["transcribe", str(art), str(wav), "--json", "--max-new-tokens", str(n)]) == 0
-            native = json.loads(capsys.readouterr().out)
-            samples, rate = _wav_samples(wav)
-            want = _ort_ids(folder, samples, rate, first, eos, n)
-            print(f"clip {i} ({rate} Hz) {SPEECH[i]!r}: page {got['ids']} {got['text']!r}; native "
-                  f"{native['token_ids']}; onnxruntime {want} {tok.decode(want, skip_special_tokens=True)!r}")
-            assert got["ids"] == native["token_ids"] and got["text"] == native["text"]
-            assert native["token_ids"] == want
-            assert native["text"] == tok.decode(want, skip_special_tokens=True)
+        t0 = time.perf_counter()
+        _ready(page)
+        report = [f"page ready in {time.perf_counter() - t0:.0f} s"]
+        page.evaluate("""() => { const el = document.getElementById("transcript"); window.transcriptSeen = [];
+            new MutationObserver(() => { const t = el.textContent, seen = window.transcriptSeen;
+                if (t && t !== seen.at(-1)) seen.push(t); }).observe(el, { childList: true, characterData: true,
+                                                                           subtree: true }); }""")
+        i = 0
+        _speech(tmp_path, i, SPEECH[i])
+        wav = tmp_path / f"raw{i}.wav"  # espeak-ng's own file, 22.05 kHz
+        t0 = time.perf_counter()
+        page.set_input_files("#file", str(wav))
+        got = _result(page)
+        report.append(f"page transcribed in {time.perf_counter() - t0:.0f} s")
+        assert got["streamed"] == got["ids"]  # every token streamed as it came
+        assert got["shown"] == got["text"]
+        growing = page.evaluate("() => window.transcriptSeen")  # the transcript as it was shown while decoding
+        assert len(growing) > 1 and all(b.startswith(a) for a, b in zip(growing, growing[1:]))
+        capsys.readouterr()
+        assert cli(["transcribe", str(art), str(wav), "--json", "--max-new-tokens", str(n)]) == 0
+        native = json.loads(capsys.readouterr().out)
+        samples, rate = _wav_samples(wav)
+        want = _ort_ids(folder, samples, rate, first, eos, n)
+        report.append(f"clip {i} ({rate} Hz) {SPEECH[i]!r}: page {got['ids']} {got['text']!r}, shown as "
+                      f"{growing}; native {native['token_ids']} {native['text']!r}; onnxruntime {want} "
+                      f"{tok.decode(want, skip_special_tokens=True)!r}")
+        with capsys.disabled():
+            print("\n".join(report))
+        assert got["ids"] == native["token_ids"] and got["text"] == native["text"]
+        assert native["token_ids"] == want
+        assert native["text"] == tok.decode(want, skip_special_tokens=True)
     finally:
         server.shutdown()
         server.server_close()
@@ -109,7 +129,8 @@ def test_transcribe_page_file_equals_native_and_onnxruntime(page, tmp_path, webi
 
 def test_transcribe_page_microphone_equals_native(browser_type, browser_type_launch_args, tmp_path, webinfer_wheel):
     """The microphone button: Chromium's fake capture device plays an espeak-ng WAV; the page records PCM at the
-    AudioContext's rate, and the same samples natively give the same ids (a small random Whisper)."""
+    AudioContext's rate, and the same samples natively give the same ids (a small random Whisper); so does
+    webinfer.pipeline("automatic-speech-recognition", url) on them in the page."""
     import webinfer
     from webinfer.bundle import bundle
     from webinfer.tasks import pipeline
@@ -127,7 +148,7 @@ def test_transcribe_page_microphone_equals_native(browser_type, browser_type_lau
     try:
         page = browser.new_page()
         page.goto(url + f"transcribe/?max_new_tokens={n}")
-        page.wait_for_selector("body[data-ready]", state="attached", timeout=TIMEOUT_MS)
+        _ready(page)
         page.click("#mic")
         page.wait_for_selector("#result[data-recording]", state="attached", timeout=60_000)
         page.wait_for_timeout(2500)  # (how much is recorded; nothing is timed)
@@ -144,6 +165,14 @@ def test_transcribe_page_microphone_equals_native(browser_type, browser_type_lau
         native = asr((pcm, rate), max_new_tokens=n)
         print(f"microphone: {len(pcm)} samples at {rate} Hz; page {got['ids']}; native {native['token_ids']}")
         assert got["ids"] == native["token_ids"] and got["text"] == native["text"]
+        # the JS API's one call, on the same PCM and its rate: the same ids, streamed
+        one = page.evaluate("""async (n) => { const webinfer = await import("../assets/webinfer.mjs");
+            const asr = await webinfer.pipeline("automatic-speech-recognition", "artifact/"), d = window.webinferDemo;
+            const streamed = [];
+            const out = await asr(d.pcm, { sampleRate: d.sampleRate, maxNewTokens: n, onToken: (t) => streamed.push(t.id) });
+            await asr.close();
+            return [out.token_ids, out.text, streamed]; }""", n)
+        assert one == [got["ids"], got["text"], got["ids"]]
         silence = asr((np.zeros(rate, np.float32), rate), max_new_tokens=n)["token_ids"]
         assert silence != got["ids"]  # the ids depend on what the microphone heard
         assert native["token_ids"] == _ort_ids(folder, pcm, rate, [50258, 50259, 50359, 50363], {50257}, n)

@@ -142,13 +142,14 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   const artifactURL = new URL(url.endsWith("/") ? url : url + "/", ROOT).href;
   const choice = await choosePath(path, deviceLimits);
   if (choice.path === "cpu") {
+    if (kind === "seq2seq") throw new Error(`encoder-decoder artifacts run on WebGPU only; this page has none (${choice.why})`);
     if (kernelClass) throw new Error(`kernel class ${kernelClass}: a GPU program, but this session runs on the CPU (${choice.why})`);
     return loadCPU(artifactURL, await fetchManifest(artifactURL), kind, choice, progress);
   }
   const { adapter, device } = await gpu();
   const t = performance.now();
   const manifest = await fetchManifest(artifactURL);
-  if (!path && !kernelClass && adapterType(adapter) === "cpu" && manifest.assets?.[CPU_MODEL]) {
+  if (!path && !kernelClass && kind !== "seq2seq" && adapterType(adapter) === "cpu" && manifest.assets?.[CPU_MODEL]) {
     // WebGPU emulated on the CPU (SwiftShader) runs these models 1-25x slower than onnxruntime-web's wasm
     // backend in the same page (docs/notes.md, `webinfer bench`): the visitor gets the faster path.
     const name = [adapter.info?.vendor, adapter.info?.architecture, adapter.info?.description].filter(Boolean).join(" ");

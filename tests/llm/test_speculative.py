@@ -148,6 +148,12 @@ def test_refusals_are_one_line(tiny_gen, other_tiny_gen, tiny_chat_gen):
             assert "\n" not in str(err.value)
         finally:
             tiny_gen.logit_options.reset()
+    # the OpenAI-shaped API (Python, HTTP, the page), where logit_bias comes from, offers no speculative decoding
+    from webinfer.llm.api_request import parse_chat_request
+
+    with pytest.raises(WebinferError, match="unsupported parameter.*speculative"):
+        parse_chat_request({"messages": [{"role": "user", "content": "x"}], "speculative": "ngram",
+                            "logit_bias": {"7": 50}})
     # and with the bias taken away again, speculative decoding runs
     assert len(list(tiny_gen.generate(ids, max_new_tokens=4, stop_at_eos=False, speculative="ngram"))) == 4
 

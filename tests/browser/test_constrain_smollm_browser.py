@@ -2,8 +2,8 @@
 through the page's JS API, forced onto WebGPU (``path: "gpu"``: on SwiftShader the page would otherwise take
 the CPU path). Each JSON Schema is compiled in Pyodide and its mask applied in the GPU sampler; every answer
 must parse and validate with `jsonschema` (the schemas and prompts of tests/llm/test_constrain_smollm.py, which
-checks the same natively). The issue's bar, 10 schemas x 5 generations (greedy and four seeds), is the slow
-test; the default run takes three schemas greedily."""
+checks the same natively). The issue's bar, 10 schemas x 5 generations (greedy and four seeds), is the heavy
+test (`make heavy`, part of `make bench`); `make test` takes three schemas greedily."""
 
 from __future__ import annotations
 
@@ -60,6 +60,6 @@ def test_smollm_json_schemas_in_chromium(page, demo_site):
     _run(page, demo_site, [(0, 0), (2, 0), (7, 0)])
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # 50 generations: ~33 min on SwiftShader under load (make bench)
 def test_smollm_10_schemas_x5_in_chromium(page, demo_site):
     _run(page, demo_site, [(case, seed) for case in range(len(SCHEMAS)) for seed in SEEDS])

@@ -148,8 +148,10 @@ export class CpuChat {
   // Stream the assistant's reply to `messages`; onToken(id, text) per token; resolves to the turn's stats (as
   // the WebGPU path's Generator.stats).
   async chat(messages, options, onToken) {
-    const o = JSON.parse(await this.text.options(JSON.stringify(options || {})));
-    const ids = await this.text.chatIds(JSON.stringify(messages));
+    const o = JSON.parse(this.text.options(JSON.stringify(options || {})));
+    const idsProxy = this.text.chat_ids(JSON.stringify(messages));
+    const ids = idsProxy.toJs();
+    idsProxy.destroy();
     if (!ids.length) throw new Error("the prompt is empty");
     if (ids.length + o.max_new_tokens > this.maxSeq) {
       throw new Error(`prompt (${ids.length} tokens) + max_new_tokens (${o.max_new_tokens}) exceeds the KV cache of ` +
@@ -160,7 +162,7 @@ export class CpuChat {
     const reused = commonPrefix(this.cached, ids, ids.length - 1);
     const stats = { prompt_ids: ids, token_ids: [], text: "", reused_tokens: reused };
     const history = ids.slice();
-    await this.text.start();
+    this.text.start();
     const t0 = performance.now();
     let tFirst = null;
     let feed = ids.slice(reused);
@@ -177,7 +179,7 @@ export class CpuChat {
         pos += feed.length;
         stats.token_ids.push(token);
         history.push(token);
-        const text = await this.text.push(token);
+        const text = this.text.push(token);
         stats.text += text;
         onToken(token, text);
         failed = false;
@@ -191,7 +193,7 @@ export class CpuChat {
       // every token but the last was fed to a step: the cache holds their keys and values
       this.cached = failed ? [] : ids.concat(stats.token_ids.slice(0, -1));
     }
-    stats.text += await this.text.flush();
+    stats.text += this.text.flush();
     const tEnd = performance.now();
     const nDecode = stats.token_ids.length - 1;
     Object.assign(stats, {
@@ -205,12 +207,12 @@ export class CpuChat {
 
   close() {
     this.cache = null;
-    this.text?.destroy?.();  // (the text worker)
+    this.text.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
 }
 
-// A chat over onnxruntime's `session` of the CPU model; its `text` (page_cpu.py's CpuText in cpu.mjs's text worker) is set by
+// A chat over onnxruntime's `session` of the CPU model; its `text` (page_cpu.py's CpuText, Pyodide) is set by
 // the caller when Pyodide is in (cpu.mjs: the warm-up step runs meanwhile).
 export async function openCpuChat(ort, session, manifest) {
   const chat = new CpuChat(ort, session, manifest, null);

@@ -5,7 +5,7 @@
 // it). Sessions describe their inputs and outputs from the manifest, as the GPU path does, so load -> run is
 // the same API on both paths: run, classify (an artifact built with --preprocess/--postprocess: its CPU model
 // carries the same prologue and epilogue as standard ONNX ops, graph/cpu_model.py), encode (the artifact's
-// tokenizer, in Pyodide: page_cpu.py, in a worker of its own: text_worker.mjs) and chat (cpu-chat.mjs).
+// tokenizer, in Pyodide: page_cpu.py) and chat (cpu-chat.mjs).
 
 import { openCpuChat } from "./cpu-chat.mjs";
 import { CACHE_NAME, fetchShard } from "./weights.mjs";
@@ -72,9 +72,14 @@ export class CpuSession {
     return scores.map((score, i) => ({ label: this.labels ? this.labels[indices[i]] : String(indices[i]), score }));
   }
 
-  async encode(text) {
+  encode(text) {
     if (!this.text) throw new Error("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)");
-    return this.text.encode(text);
+    const ids = this.text.encode(text);
+    try {
+      return ids.toJs();
+    } finally {
+      ids.destroy();
+    }
   }
 
   // feeds: [[name, type, dims, data]] as webinfer.mjs sends them; returns [{name, type, dims, data}].
@@ -91,7 +96,7 @@ export class CpuSession {
   }
 
   close() {
-    this.text?.destroy?.();  // (the text worker)
+    this.text?.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
 }
@@ -101,8 +106,7 @@ let nextHandle = 1;
 
 // Open a CPU session; resolves to load's answer (as WorkerHost.open_session's, plus its path and why).
 // kind: "session" or "chat" (a decoder built for generation: cpu-chat.mjs loops over its past/present tensors).
-// extras.text: the promise of the artifact's text side (RemoteText, or null), awaited once onnxruntime's session
-// is made.
+// extras.text: the promise of page_cpu.py's CpuText (or null), awaited once onnxruntime's session is made.
 export async function openCpuSession(manifest, bytes, base, choice, timings, kind = "session", extras = {}) {
   const t = performance.now();
   const ort = await ortWeb(base);
@@ -125,9 +129,9 @@ export async function openCpuSession(manifest, bytes, base, choice, timings, kin
 }
 
 // The CPU path's load (worker.mjs): the CPU model fetched (Cache Storage first) and checked like a shard, then
-// onnxruntime's session; text (tokenizer, chat template) in Pyodide (page_cpu.py) in the text worker, which
-// starts first and is awaited only once the session is made; the model's Cache Storage copy is stored meanwhile
-// too. host: {site, root, started} (worker.mjs).
+// onnxruntime's session; text (tokenizer, chat template) in Pyodide (page_cpu.py), which starts first (its
+// runtime's download and compile overlap the model's) and is awaited only once the session is made; the model's
+// Cache Storage copy is stored meanwhile too. host: {python, site, root, started}.
 export async function loadCPU(host, artifactURL, manifest, kind, choice, progress) {
   const entry = manifest.assets?.[CPU_MODEL];
   if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
@@ -162,68 +166,22 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
   return info;
 }
 
-// page_cpu.py's CpuText in text_worker.mjs (a worker of its own: Pyodide's start there overlaps onnxruntime's
-// session creation here), reached by messages: every method answers a promise.
-class RemoteText {
-  constructor() {
-    this.worker = new Worker(new URL("./text_worker.mjs", import.meta.url), { type: "module" });
-    this.pending = new Map();
-    this.next = 1;
-    this.eos_token_id = -1;
-    this.worker.onmessage = ({ data }) => {
-      const p = this.pending.get(data.id);
-      this.pending.delete(data.id);
-      if (data.error !== undefined) p?.reject(new Error(data.error));
-      else p?.resolve(data.value);
-    };
-    this.worker.onerror = (e) => {
-      const err = new Error(`the text worker failed: ${e.message || "it could not start"}`);
-      for (const p of this.pending.values()) p.reject(err);
-      this.pending.clear();
-    };
-  }
-
-  send(msg) {
-    const id = this.next++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, ...msg });
-    });
-  }
-
-  encode(s) { return this.send({ op: "encode", args: [s] }); }
-  options(json) { return this.send({ op: "options", args: [json] }); }
-  chatIds(json) { return this.send({ op: "chat_ids", args: [json] }); }
-  start() { return this.send({ op: "start" }); }
-  push(token) { return this.send({ op: "push", args: [token] }); }
-  flush() { return this.send({ op: "flush" }); }
-  destroy() { this.worker.terminate(); }
-}
-
-// The artifact's text side: the text worker boots Pyodide at once; the tokenizer files are fetched and checked
-// here meanwhile (as shards are) and handed to Python as text.
+// page_cpu.py's CpuText for the artifact: its tokenizer files fetched and checked here (while Pyodide starts),
+// handed to Python as text.
 async function openText(host, artifactURL, manifest, cache, marks) {
+  const python = host.python();
+  const texts = await Promise.all(["tokenizer.json", "tokenizer_config.json"].map(async (name) => {
+    const entry = manifest.assets?.[`assets/${name}`];
+    if (!entry) return null;
+    const got = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, () => {});
+    return new TextDecoder().decode(got.bytes);
+  }));
+  if (texts[0] === null) throw new Error("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)");
+  const { pyodide, marks: boot } = await python;
   const t = performance.now();
-  const s = await host.site();
-  const text = new RemoteText();
-  text.send({ op: "boot", pyodide: new URL(s.pyodide || "pyodide/", host.root).href,
-    wheel: new URL(s.wheel, host.root).href }).catch(() => {});  // (its failure is open's)
-  try {
-    const texts = await Promise.all(["tokenizer.json", "tokenizer_config.json"].map(async (name) => {
-      const entry = manifest.assets?.[`assets/${name}`];
-      if (!entry) return undefined;
-      const got = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, () => {});
-      return new TextDecoder().decode(got.bytes);
-    }));
-    if (texts[0] === undefined) throw new Error("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)");
-    const opened = await text.send({ op: "open", tokenizer: texts[0], config: texts[1] });
-    text.eos_token_id = opened.eos_token_id;
-    Object.assign(marks, opened.marks, { text_ready_ms: Math.round(performance.now() - t) });
-    return text;
-  } catch (e) {
-    text.destroy();
-    throw e;
-  }
+  const text = pyodide.pyimport("webinfer.page_cpu").CpuText.from_texts(texts[0], texts[1]);
+  Object.assign(marks, boot, { text_open_ms: Math.round(performance.now() - t) });
+  return text;
 }
 
 // The CPU session behind `handle`; undefined for the WebGPU path's handles (numbers).

@@ -63,7 +63,7 @@ function webpage() {
 }
 
 // What the CPU path's load (cpu.mjs) takes from this worker.
-const CPU_HOST = { site, root: ROOT, started };
+const CPU_HOST = { python, site, root: ROOT, started };
 
 function gpu(caps) {
   gpuPromise ??= openGPU(caps);

@@ -127,7 +127,8 @@ def rows_for(engine: str, spec: S.ModelSpec, result: dict | None, error: str | N
         if spec.work and key == "latency_ms":
             row["work"] = spec.work
         if key == "decode_tok_s" and error is None and result.get("decode_steps", 0) < len(spec.llm["decode"]):
-            row["note"] = f"{result.get('decode_steps')} of {len(spec.llm['decode'])} tokens (time budget)"
+            row["note"] = (f"{result.get('decode_steps')} decode steps a turn" if engine in PAIRED else
+                           f"{result.get('decode_steps')} of {len(spec.llm['decode'])} tokens (time budget)")
         if error is None and not values:
             row["error"] = "no measurement"
         elif error is None:

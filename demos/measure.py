@@ -1,8 +1,10 @@
 """Time the demo pages in headless Chromium: page load to ready with a cold cache (fresh browser context)
 and a warm one (a second visit in the same context: Cache Storage holds the weights, the HTTP cache holds
-Pyodide), plus, for chat, time to first token and decode tokens/s.
+Pyodide), plus, for chat, time to first token and decode tokens/s. Each visit also gives the CPU seconds the
+browser's processes spent on it (``cpu_s``), which the machine's other load changes far less than wall time.
 
     python -m demos.measure [SITE=build/site] [--tokens 8]     (after `make site`)
+    python -m demos.measure NEW_SITE --against OLD_SITE --rounds 3   (paired: see demos/measure_pair.py)
 """
 
 from __future__ import annotations
@@ -24,13 +26,42 @@ PAGES = {
 }
 
 
+def tree_cpu_s(root: int | None = None) -> dict[int, float]:
+    """User + system CPU seconds of each live process below ``root`` (this process): the browser's."""
+    root = os.getpid() if root is None else root
+    parent, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(pid)] = int(fields[1])
+        cpu[int(pid)] = (int(fields[11]) + int(fields[12])) / tick
+    below = {root}
+    for _ in range(16):  # (a process tree a few levels deep: repeat until nothing is added)
+        more = {p for p, pp in parent.items() if pp in below} - below
+        if not more:
+            break
+        below |= more
+    return {p: cpu[p] for p in below if p != root}
+
+
+def cpu_since(before: dict[int, float]) -> float:
+    """CPU seconds the browser's processes spent since ``before`` (a process gone since is not counted)."""
+    return sum(max(0.0, s - before.get(p, 0.0)) for p, s in tree_cpu_s().items())
+
+
 def visit(page, url: str, selector: str) -> dict:
+    cpu0 = tree_cpu_s()
     page.goto(url)
     page.wait_for_selector(f"{selector}[data-done]", state="attached", timeout=900_000)
     el = page.locator(selector)
     if el.get_attribute("data-error"):
         raise SystemExit(f"{url}: {el.get_attribute('data-error')}")
     out = {"timings": json.loads(el.get_attribute("data-timings"))}
+    out["timings"]["cpu_s"] = round(cpu_since(cpu0), 2)
     if el.get_attribute("data-stats"):
         out["stats"] = json.loads(el.get_attribute("data-stats"))
     return out
@@ -77,7 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("site", nargs="?", default=str(ROOT / "build" / "site"))
     p.add_argument("--tokens", type=int, default=8, help="chat: tokens to generate")
     p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
+    p.add_argument("--against", metavar="OLD_SITE", help="measure SITE and OLD_SITE in turns; report the ratios")
+    p.add_argument("--rounds", type=int, default=3, help="with --against: visits of each site per demo")
     args = p.parse_args(argv)
+    if args.against:
+        from demos.measure_pair import paired, report
+
+        report(paired(args.site, args.against, args.rounds, args.only.split(",") if args.only else None, args.tokens))
+        return 0
     rows = measure(args.site, args.tokens, args.only.split(",") if args.only else None)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'demo':<11} {'cold ready':>10} {'warm ready':>10} {'TTFT':>7} {'decode':>11}")

@@ -4,16 +4,16 @@ On the CPU path the model runs on onnxruntime-web (site/cpu.mjs, site/cpu-chat.m
 text goes through the same Python the WebGPU path uses: the artifact's tokenizer (``llm.load_tokenizer``: the
 pure-Python BPE / WordPiece that equals `tokenizers`), the model's chat template (``llm/chat_template.py``),
 the stream decoder and the sampling options' checks. One implementation of each keeps both paths' prompt ids
-and streamed text equal; the cost is Pyodide's start (a few seconds, overlapping the model's download).
+and streamed text equal; the cost is Pyodide's start (a few seconds, overlapping the model's session), kept
+small by importing only the tokenizer and the request checks.
 """
 
 from __future__ import annotations
 
 import json
 
-from .artifact import MANIFEST_SHA, parse_manifest_bytes, verify
 from .errors import WebinferError
-from .llm.generate import _check_messages, check_options
+from .llm.chat_checks import _check_messages, check_options
 
 # The options chat() takes, with the WebGPU path's defaults (llm/generate.py Generator.agenerate).
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0,
@@ -28,23 +28,12 @@ class CpuText:
         self._decoder = None
 
     @classmethod
-    async def open(cls, artifact_url: str) -> CpuText:
+    def from_texts(cls, tokenizer_json: str, config_json: str | None = None) -> CpuText:
+        """The artifact's tokenizer.json (and tokenizer_config.json), fetched by the worker and checked against
+        the manifest's sha256 (cpu.mjs): Python neither fetches the manifest again nor imports its schema."""
         from .llm import load_tokenizer
-        from .runtime.browser import fetch_bytes
 
-        base = artifact_url if artifact_url.endswith("/") else artifact_url + "/"
-        raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
-        manifest, _ = parse_manifest_bytes(raw, sha, base + "manifest.json")
-        texts = {}
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            entry = manifest.get("assets", {}).get(f"assets/{name}")
-            if entry is not None:
-                data = await fetch_bytes(base + entry["file"])
-                verify(entry, data, base + entry["file"])
-                texts[name] = data.decode("utf-8")
-        if "tokenizer.json" not in texts:
-            raise WebinferError("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)")
-        return cls(load_tokenizer(texts["tokenizer.json"], texts.get("tokenizer_config.json")))
+        return cls(load_tokenizer(str(tokenizer_json), None if config_json is None else str(config_json)))
 
     @property
     def eos_token_id(self) -> int:

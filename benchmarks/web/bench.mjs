@@ -268,16 +268,21 @@ window.benchCpuPair = async (job, rounds) => {
       };
       engines = { wi: timed(() => wi.run(wiFeeds)), ort: timed(() => peer.run(ortFeeds)) };
     }
-    for (let i = 0; i < job.warmup; i++) for (const go of Object.values(engines)) await go();
+    for (let i = 0; i < (job.llm ? 1 : job.warmup); i++) for (const go of Object.values(engines)) await go();
     const perRound = Math.max(1, Math.floor(job.runs / rounds));
     const ratios = job.llm ? { prefill_ms: [], decode_tok_s: [] } : { latency_ms: [] };
     const raw = [];
     let last = null;
+    // a round's first engine runs perRound times or until its share of the budget is spent; the second as often
+    const share = (job.budget_s * 1e3) / rounds / 2;
     for (let r = 0; r < rounds; r++) {
       const got = { wi: [], ort: [] };
-      for (const name of r % 2 ? ["ort", "wi"] : ["wi", "ort"]) {
-        for (let k = 0; k < (job.llm ? 1 : perRound); k++) got[name].push(await engines[name]());
+      const [first, second] = r % 2 ? ["ort", "wi"] : ["wi", "ort"];
+      const t0 = now();
+      for (let k = 0; k < (job.llm ? 1 : perRound) && (k < 1 || now() - t0 < share); k++) {
+        got[first].push(await engines[first]());
       }
+      for (let k = 0; k < got[first].length; k++) got[second].push(await engines[second]());
       if (job.llm) {
         const [w, o] = [got.wi[0], got.ort[0]];
         ratios.prefill_ms.push(o.prefill / w.prefill);

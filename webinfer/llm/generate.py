@@ -22,8 +22,6 @@ caching). So a chat that sends the whole conversation each turn prefills only th
 
 from __future__ import annotations
 
-import math
-import operator
 import struct
 import time
 from array import array
@@ -32,6 +30,7 @@ from dataclasses import dataclass
 from ..errors import WebinferError
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
+from .chat_checks import _check_messages, check_options  # noqa: F401 (check_options: seq2seq, cli_generate)
 from .logit_options import LogitOptions
 from .streaming import NoText, common_prefix, iterate_sync
 from .tokenizer import Tokenizer
@@ -283,41 +282,6 @@ class Generator:
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
         return self.core.launch(list(outputs) + self.logit_options.outputs, feeds, {self.past_dim: pos},
                                 gpu_inputs=gpu, overlap=overlap)
-
-
-def _check_messages(messages) -> None:
-    if not isinstance(messages, (list, tuple)) or not messages:
-        raise WebinferError("messages must be a non-empty list of {role, content} objects")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            raise WebinferError(f"messages[{i}] must be an object with string 'role' and 'content'")
-        if m["role"] not in ("system", "user", "assistant"):
-            raise WebinferError(f"messages[{i}]: role {m['role']!r} is not one of system, user, assistant")
-
-
-def check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed=0) -> None:
-    """Sampling settings the GPU sampler can honour (NaN fails every comparison, so each test is written
-    to fail on it)."""
-    if not _int_in(max_new_tokens, 1, None):
-        raise WebinferError("max_new_tokens must be at least 1")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise WebinferError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature}")
-    if not _int_in(top_k, 0, 2**24 - 1):
-        raise WebinferError(f"top_k must be an integer >= 0 (0 turns it off), got {top_k}")
-    if not (math.isfinite(top_p) and 0.0 < top_p <= 1.0):
-        raise WebinferError(f"top_p must be in (0, 1], got {top_p}")
-    if not (math.isfinite(repetition_penalty) and repetition_penalty > 0):
-        raise WebinferError(f"repetition_penalty must be a finite number > 0, got {repetition_penalty}")
-    if not _int_in(seed, 0, 2**32 - 1):
-        raise WebinferError(f"seed must be an integer in 0..{2**32 - 1} (the sampler's seed is 32 bits), got {seed}")
-
-
-def _int_in(value, lo: int, hi: int | None) -> bool:
-    try:
-        value = operator.index(value)
-    except TypeError:
-        return False
-    return lo <= value and (hi is None or value <= hi)
 
 
 def _assets(manifest: dict, read) -> tuple[str, str | None]:

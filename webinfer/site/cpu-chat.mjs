@@ -212,11 +212,10 @@ export class CpuChat {
   }
 }
 
-// A chat over the CPU model `bytes`; `text`: page_cpu.py's CpuText for the artifact (Pyodide).
-export async function openCpuChat(ort, manifest, bytes, text) {
-  if (!text) throw new Error("chat needs the artifact's tokenizer (build it from a folder holding tokenizer.json)");
-  const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
-  const chat = new CpuChat(ort, session, manifest, text);
+// A chat over onnxruntime's `session` of the CPU model; its `text` (page_cpu.py's CpuText, Pyodide) is set by
+// the caller when Pyodide is in (cpu.mjs: the warm-up step runs meanwhile).
+export async function openCpuChat(ort, session, manifest) {
+  const chat = new CpuChat(ort, session, manifest, null);
   // One short step compiles the kernels before the first message (the WebGPU path warms up the same way).
   await chat.step([0, 0], 0, chat.pastFeeds(0));
   return chat;

@@ -8,6 +8,7 @@
 // tokenizer, in Pyodide: page_cpu.py) and chat (cpu-chat.mjs).
 
 import { openCpuChat } from "./cpu-chat.mjs";
+import { CACHE_NAME, fetchShard } from "./weights.mjs";
 
 export const CPU_MODEL = "assets/cpu-model.onnx";
 let ortPromise = null;
@@ -105,18 +106,82 @@ let nextHandle = 1;
 
 // Open a CPU session; resolves to load's answer (as WorkerHost.open_session's, plus its path and why).
 // kind: "session" or "chat" (a decoder built for generation: cpu-chat.mjs loops over its past/present tensors).
+// extras.text: the promise of page_cpu.py's CpuText (or null), awaited once onnxruntime's session is made.
 export async function openCpuSession(manifest, bytes, base, choice, timings, kind = "session", extras = {}) {
   const t = performance.now();
-  const session = kind === "chat" ? await openCpuChat(await ortWeb(base), manifest, bytes, extras.text)
-    : await CpuSession.open(manifest, bytes, base, extras);
-  timings.session_ms = Math.round(performance.now() - t);
+  const ort = await ortWeb(base);
+  const made = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+  const session = kind === "chat" ? await openCpuChat(ort, made, manifest)
+    : new CpuSession(ort, made, manifest, { labels: extras.labels });
+  const t2 = performance.now();
+  timings.session_ms = Math.round(t2 - t);
+  const text = extras.text ? await extras.text : null;
+  timings.python_ms = Math.round(performance.now() - t2);  // (the wait for Pyodide once the session was made)
+  if (kind === "chat" && !text) throw new Error("chat needs the artifact's tokenizer (build it from a folder holding tokenizer.json)");
+  session.text = text;
   const handle = `cpu-${nextHandle++}`;
   sessions.set(handle, session);
   const n = session.threads;
   const extra = kind === "chat" ? { max_seq: session.maxSeq } : {};
-  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(extras.text), timings, ...extra,
+  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(text), timings, ...extra,
     adapter: `CPU (onnxruntime-web wasm, ${n} thread${n === 1 ? "" : "s"})`, kernel_class: "cpu",
     kernel_class_why: choice.why, path: "cpu", path_why: choice.why };
+}
+
+// The CPU path's load (worker.mjs): the CPU model fetched (Cache Storage first) and checked like a shard, then
+// onnxruntime's session; text (tokenizer, chat template) in Pyodide (page_cpu.py), which starts first (its
+// runtime's download and compile overlap the model's) and is awaited only once the session is made; the model's
+// Cache Storage copy is stored meanwhile too. host: {python, site, root, started}.
+export async function loadCPU(host, artifactURL, manifest, kind, choice, progress) {
+  const entry = manifest.assets?.[CPU_MODEL];
+  if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
+  const s = await host.site();
+  if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
+  const base = new URL(s.ort, host.root).href;
+  const ortLoaded = ortWeb(base);  // (its module loads while the model streams in)
+  ortLoaded.catch(() => {});
+  const t = performance.now();
+  const cache = await caches.open(CACHE_NAME).catch(() => null);
+  const marks = {};
+  const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
+    ? openText(host, artifactURL, manifest, cache, marks) : null;
+  text?.catch(() => {});  // (awaited in openCpuSession)
+  let loaded = 0;
+  const { bytes, cached, stored } = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, (n, c) => {
+    loaded += n;
+    progress({ phase: "weights", loaded, total: entry.bytes, cached: c });
+  }, { marks, deferStore: true });
+  const timings = { weights_ms: Math.round(performance.now() - t), weight_bytes: entry.bytes, shards: 1,
+    shards_from_cache: cached ? 1 : 0, load_start_ms: Math.round(t - host.started) };
+  let labels = null;
+  const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;
+  if (labelsEntry) {
+    const got = await fetchShard(null, new URL(labelsEntry.file, artifactURL).href, labelsEntry, () => {});
+    labels = new TextDecoder().decode(got.bytes).split("\n").filter((line, i, all) => i < all.length - 1 || line);
+  }
+  progress({ phase: "compile" });
+  const info = await openCpuSession(manifest, bytes, base, choice, timings, kind, { text, labels });
+  await stored;
+  Object.assign(timings, marks, { worker_ms: Math.round(performance.now() - host.started) });
+  return info;
+}
+
+// page_cpu.py's CpuText for the artifact: its tokenizer files fetched and checked here (while Pyodide starts),
+// handed to Python as text.
+async function openText(host, artifactURL, manifest, cache, marks) {
+  const python = host.python();
+  const texts = await Promise.all(["tokenizer.json", "tokenizer_config.json"].map(async (name) => {
+    const entry = manifest.assets?.[`assets/${name}`];
+    if (!entry) return null;
+    const got = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, () => {});
+    return new TextDecoder().decode(got.bytes);
+  }));
+  if (texts[0] === null) throw new Error("this artifact carries no tokenizer (build it from a folder holding tokenizer.json)");
+  const { pyodide, marks: boot } = await python;
+  const t = performance.now();
+  const text = pyodide.pyimport("webinfer.page_cpu").CpuText.from_texts(texts[0], texts[1]);
+  Object.assign(marks, boot, { text_open_ms: Math.round(performance.now() - t) });
+  return text;
 }
 
 // The CPU session behind `handle`; undefined for the WebGPU path's handles (numbers).

@@ -26,9 +26,18 @@ async function readBody(response, expected, onBytes) {
   return out;
 }
 
-// Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes and where they came from.
-export async function fetchShard(cache, url, entry, onBytes) {
+// Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes, where they came from and
+// `stored`, the promise of its Cache Storage copy. opts.marks gathers the ms spent reading, hashing and storing;
+// opts.deferStore returns before the copy is stored (the caller awaits `stored` once it has gone on).
+export async function fetchShard(cache, url, entry, onBytes, opts = {}) {
   const key = `${url}?sha256=${entry.sha256}`;
+  const marks = opts.marks || {};
+  let t = performance.now();
+  const lap = (name) => {
+    const now = performance.now();
+    marks[name] = (marks[name] || 0) + Math.round(now - t);
+    t = now;
+  };
   let response = cache ? await cache.match(key) : undefined;
   const cached = Boolean(response);
   if (!response) {
@@ -36,15 +45,22 @@ export async function fetchShard(cache, url, entry, onBytes) {
     if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
   }
   const bytes = await readBody(response, entry.bytes, (n) => onBytes(n, cached));
+  lap("read_ms");
   const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
+  lap("sha256_ms");
   if (digest !== entry.sha256) {
     if (cache) await cache.delete(key);
     throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
   }
+  let stored = Promise.resolve();
   if (cache && !cached) {  // (a full quota must not fail the load: the next visit fetches it again)
-    await cache.put(key, new Response(bytes)).catch((e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
+    const t0 = performance.now();
+    stored = cache.put(key, new Response(bytes)).then(() => {
+      marks.cache_put_ms = Math.round(performance.now() - t0);
+    }, (e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
+    if (!opts.deferStore) await stored;
   }
-  return { bytes, cached };
+  return { bytes, cached, stored };
 }
 
 // A weight bound as a texture (the program's `textures`), laid out as webinfer/format/textures.py says: texels

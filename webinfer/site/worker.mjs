@@ -18,11 +18,11 @@
 // it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs; no Python). Each session says
 // which path it runs and why. A lost GPU device is re-created and the sessions re-opened on it (recover.mjs).
 
-import { CPU_MODEL, cancelCpuSession, closeCpuSession, cpuSession, openCpuSession } from "./cpu.mjs";
+import { CPU_MODEL, cancelCpuSession, closeCpuSession, cpuSession, loadCPU } from "./cpu.mjs";
 import { chatWithPrefixCache } from "./prefix_store.mjs";
 import { visionTask } from "./tasks.mjs";
 import { adapterType, chooseProgram, openGPU } from "./gpu_device.mjs";
-import { CACHE_NAME, fetchShard, hex, loadWeights } from "./weights.mjs";
+import { hex, loadWeights } from "./weights.mjs";
 import { configure, trackSession, untrackSession, watchDevice, withRecovery } from "./recover.mjs";
 
 const ROOT = new URL("../", import.meta.url);
@@ -30,6 +30,7 @@ const started = performance.now();
 
 let sitePromise = null;
 let pythonPromise = null;
+let pagePromise = null;
 let gpuPromise = null;
 let hostPromise = null;
 let gpuCaps;  // the first load's deviceLimits: a re-created device gets the same view
@@ -50,12 +51,23 @@ function python() {
     const base = new URL(s.pyodide || "pyodide/", ROOT).href;
     const { loadPyodide } = await import(new URL("pyodide.mjs", base).href);
     const pyodide = await loadPyodide({ indexURL: base });
+    const booted = performance.now();
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
-    const webpage = pyodide.pyimport("webinfer.page");
-    return { pyodide, webpage, ms: Math.round(performance.now() - t) };
+    const now = performance.now();
+    return { pyodide, ms: Math.round(now - t), marks: { python_start_ms: Math.round(t - started),
+      pyodide_boot_ms: Math.round(booted - t), wheel_ms: Math.round(now - booted) } };
   })();
   return pythonPromise;
 }
+
+// The WebGPU path's Python (webinfer.page; the CPU path imports only webinfer.page_cpu).
+function webpage() {
+  pagePromise ??= python().then((py) => ({ ...py, webpage: py.pyodide.pyimport("webinfer.page") }));
+  return pagePromise;
+}
+
+// What the CPU path's load (cpu.mjs) takes from this worker.
+const CPU_HOST = { python, site, root: ROOT, started };
 
 function gpu(caps) {
   if (!gpuPromise) {
@@ -69,7 +81,7 @@ function gpu(caps) {
 }
 
 function host() {
-  hostPromise ??= Promise.all([python(), gpu()]).then(([py, g]) => py.webpage.WorkerHost(g.adapter, g.device));
+  hostPromise ??= Promise.all([webpage(), gpu()]).then(([py, g]) => py.webpage.WorkerHost(g.adapter, g.device));
   return hostPromise;
 }
 
@@ -101,40 +113,6 @@ async function choosePath(forced, caps) {
   return { path: "gpu", why: forced ? "forced (path=gpu)" : "a WebGPU adapter was found" };
 }
 
-// The CPU path's load: the CPU model fetched (Cache Storage first) and checked like a shard, then cpu.mjs; text
-// (tokenizer, chat template) in Pyodide (page_cpu.py), which boots while the model streams in.
-async function loadCPU(artifactURL, manifest, kind, choice, progress) {
-  const entry = manifest.assets?.[CPU_MODEL];
-  if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
-  const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
-    ? python().then(({ pyodide }) => pyodide.pyimport("webinfer.page_cpu").CpuText.open(artifactURL)) : null;
-  text?.catch(() => {});  // (awaited below)
-  const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;
-  const s = await site();
-  if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
-  const t = performance.now();
-  const cache = await caches.open(CACHE_NAME).catch(() => null);
-  let loaded = 0;
-  const { bytes, cached } = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, (n, c) => {
-    loaded += n;
-    progress({ phase: "weights", loaded, total: entry.bytes, cached: c });
-  });
-  const timings = { weights_ms: Math.round(performance.now() - t), weight_bytes: entry.bytes, shards: 1,
-    shards_from_cache: cached ? 1 : 0, python_ms: 0 };
-  let labels = null;
-  if (labelsEntry) {
-    const got = await fetchShard(null, new URL(labelsEntry.file, artifactURL).href, labelsEntry, () => {});
-    labels = new TextDecoder().decode(got.bytes).split("\n").filter((line, i, all) => i < all.length - 1 || line);
-  }
-  const t2 = performance.now();
-  const extras = { text: text ? await text : null, labels };
-  timings.python_ms = Math.round(performance.now() - t2);
-  progress({ phase: "compile" });
-  const info = await openCpuSession(manifest, bytes, new URL(s.ort, ROOT).href, choice, timings, kind, extras);
-  timings.worker_ms = Math.round(performance.now() - started);
-  return info;
-}
-
 // -- operations ------------------------------------------------------------------------------------------
 async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   const progress = (p) => post({ type: "progress", progress: p });
@@ -144,7 +122,7 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
   if (choice.path === "cpu") {
     if (kind === "seq2seq") throw new Error(`encoder-decoder artifacts run on WebGPU only; this page has none (${choice.why})`);
     if (kernelClass) throw new Error(`kernel class ${kernelClass}: a GPU program, but this session runs on the CPU (${choice.why})`);
-    return loadCPU(artifactURL, await fetchManifest(artifactURL), kind, choice, progress);
+    return loadCPU(CPU_HOST, artifactURL, await fetchManifest(artifactURL), kind, choice, progress);
   }
   const { adapter, device } = await gpu();
   const t = performance.now();
@@ -153,11 +131,11 @@ async function load({ url, kind, kernelClass, path, deviceLimits }, post) {
     // WebGPU emulated on the CPU (SwiftShader) runs these models 1-25x slower than onnxruntime-web's wasm
     // backend in the same page (docs/notes.md, `webinfer bench`): the visitor gets the faster path.
     const name = [adapter.info?.vendor, adapter.info?.architecture, adapter.info?.description].filter(Boolean).join(" ");
-    return loadCPU(artifactURL, manifest, kind, { path: "cpu", why: `the WebGPU adapter (${name || "fallback"}) is ` +
+    return loadCPU(CPU_HOST, artifactURL, manifest, kind, { path: "cpu", why: `the WebGPU adapter (${name || "fallback"}) is ` +
       "a software one; onnxruntime-web's wasm backend is faster here (path=gpu forces WebGPU)" }, progress);
   }
   progress({ phase: "python" });
-  const py = python();  // Pyodide boots while the weights stream in
+  const py = webpage();  // Pyodide boots while the weights stream in
   const { program, weights, encoder } = await gpuWeights({ adapter, device }, artifactURL, manifest, kind, kernelClass,
     progress);
   Object.assign(timings, { weights_ms: Math.round(performance.now() - t), weight_bytes: weights.total,

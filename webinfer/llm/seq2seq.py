@@ -74,7 +74,7 @@ class Seq2SeqGenerator:
         for a in (Artifact.load(os.path.join(path, spec["encoder"])), art):
             m = a.manifest
             cores.append(SessionCore(m, a.shader, lambda i, a=a, m=m: a.read(m["shards"][i]), device,
-                                     kernel_class=kernel_class))
+                                     kernel_class=kernel_class, spec=a.spec))
         if "assets/tokenizer.json" not in art.manifest.get("assets", {}):
             return cls(*cores)
         tok_json, cfg_json = _assets(art.manifest, art.read)
@@ -102,12 +102,12 @@ class Seq2SeqGenerator:
         feeds, dims = pack_audio(enc.manifest, feeds, None)  # (an audio prologue: PCM and its sample rate)
         env, host = enc.bind_feeds(feeds, dims)
         plan = enc.plan(env)
-        enc._write_inputs(plan, host)
-        outputs = {io["name"]: io["tensor"] for io in enc.manifest["outputs"]}
+        enc.write_inputs(plan, host)
+        outputs = {io.name: io.tensor for io in enc.program.outputs}
         copies, source = [], None
         for out, state in self.spec["cross"]:
             tid = outputs[out]
-            shape = [D.evaluate(d, env) for d in enc.tensors[tid]["shape"]]
+            shape = [D.evaluate(d, env) for d in enc.tensors[tid].shape]
             if source is None:
                 source = shape[2]
             if source > self.max_source:
@@ -116,9 +116,9 @@ class Seq2SeqGenerator:
             n = 1
             for d in shape:
                 n *= d
-            copies.append((plan["buffers"][plan["base"][tid]], 0, self.decoder.states[self._states[state]], 0,
-                           gpu_nbytes(enc.tensors[tid]["dtype"], n)))
-        enc.device.submit(plan["dispatches"], copies)
+            copies.append((plan.buffer_of(tid), 0, self.decoder.states[self._states[state]], 0,
+                           gpu_nbytes(enc.tensors[tid].dtype, n)))
+        enc.device.submit(plan.dispatches, copies)
         return source
 
     # -- the decoder ----------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class Seq2SeqGenerator:
         for step in range(max_new_tokens):
             nxt = None
             if overlap and step + 1 < max_new_tokens:  # the next step takes this one's token on the GPU
-                nxt = self._launch([0], pos + 1, source, params, seed, step + 1, [], ticket["outputs"]["next_token"],
+                nxt = self._launch([0], pos + 1, source, params, seed, step + 1, [], ticket.outputs["next_token"],
                                    True)
             (tok,) = await self.decoder.collect(ticket)
             token = struct.unpack("<i", tok.data[:4])[0]
@@ -211,7 +211,7 @@ def neutral_step_feeds(core: SessionCore) -> dict:
     """Feeds that leave a generation step as plain decoding, for the inputs a generation build adds beyond the
     sampler's (speculative verification ``verify_ids``, ``logit_bias`` / ``logprobs_k``, the constraint's
     ``token_mask``): none verified, no bias, no logprobs, every token allowed."""
-    shapes = {io["name"]: core.tensors[io["tensor"]]["shape"] for io in core.manifest["inputs"]}
+    shapes = {io.name: core.tensors[io.tensor].shape for io in core.spec.inputs}
     feeds = {}
     if "verify_ids" in shapes:
         feeds["verify_ids"] = HostTensor("int32", (1,), array("i", [-1]).tobytes())

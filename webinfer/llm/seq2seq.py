@@ -33,7 +33,7 @@ class Seq2SeqGenerator:
     def __init__(self, encoder: SessionCore, decoder: SessionCore, tokenizer: Tokenizer | None = None,
                  encode_text=None):
         spec = decoder.manifest.get("seq2seq")
-        names = {io["name"] for io in decoder.manifest["inputs"]}
+        names = {io.name for io in decoder.spec.inputs}
         if spec is None or "sampling_params" not in names:
             raise WebinferError("this artifact is not an encoder-decoder built for generation (no seq2seq block)")
         self.encoder, self.decoder, self.spec = encoder, decoder, spec
@@ -41,14 +41,13 @@ class Seq2SeqGenerator:
         self._encode_text = encode_text or (
             (lambda text: tokenizer.encode(text, add_special_tokens=True)) if tokenizer is not None else None)
         self._inputs = names
-        self._states = {s["name"]: s["tensor"] for s in decoder.manifest["states"]}
+        self._states = {s.name: s.tensor for s in decoder.spec.states}
         cross = {state for _, state in spec["cross"]}
         self_states = [tid for name, tid in self._states.items() if name not in cross]
-        self.past_dim = decoder.tensors[self_states[0]]["shape"][2]
+        self.past_dim = decoder.tensors[self_states[0]].shape[2]
         self.max_seq = decoder.bounds[self.past_dim]
         self.max_source = decoder.bounds[spec["source_dim"]]
-        self._penalty_len = next(decoder.tensors[io["tensor"]]["shape"][0] for io in decoder.manifest["inputs"]
-                                 if io["name"] == "penalty_ids")
+        self._penalty_len = decoder.input_tensor("penalty_ids").shape[0]
         self.first_tokens = list(spec["first_tokens"])
         self.eos = set(spec["eos"])
         self.stats: dict = {}

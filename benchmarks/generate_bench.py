@@ -142,8 +142,8 @@ def profile_decode(gen, pos: int) -> list[tuple[str, int, float]]:
     rows = gen.core.profile(feeds, dims)
     by = collections.defaultdict(lambda: [0, 0])
     for step, ns in rows:
-        by[step["label"]][0] += ns
-        by[step["label"]][1] += 1
+        by[step.label][0] += ns
+        by[step.label][1] += 1
     return sorted(((k, c, ns / 1e6) for k, (ns, c) in by.items()), key=lambda r: -r[2])
 
 

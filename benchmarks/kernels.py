@@ -134,8 +134,8 @@ def webinfer_kernel(m: int, k: int, n: int, timer: Timer, budget_s: float, sampl
     core = session._core
     env, _ = core.bind_feeds({"x": x})
     plan = core.plan(env)
-    any_buffer = next(b for tid, b in plan["buffers"].items() if tid not in core.textures)  # a buffer copies
-    return timer.measure(plan["dispatches"], any_buffer, budget_s, samples)
+    any_buffer = next(b for tid, b in plan.buffers.items() if tid not in core.textures)  # a buffer copies
+    return timer.measure(plan.dispatches, any_buffer, budget_s, samples)
 
 
 # (kind, m, k, n, weight format, target). int4 GEMV shares count weight bytes (words + block params) against

@@ -68,44 +68,44 @@ def op_support_table(model) -> str:
 
 
 def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
-    from .artifact import Artifact, program_view
+    from .artifact import Artifact
     from .report import build_report, report_table
 
     art = Artifact.load(path)
-    m = art.manifest
+    spec = art.spec  # the typed manifest (format/schema.py)
     verified = verify_artifact(art)
     for name in dim_values or {}:
-        if name not in m.get("dims", []):
+        if name not in spec.dims:
             raise WebinferError(f"--dim {name}: the artifact has no symbolic dim named {name!r} (its symbolic dims: "
-                                f"{', '.join(m.get('dims', [])) or 'none'})")
-    tensors = m["tensors"]
+                                f"{', '.join(spec.dims) or 'none'})")
 
     def desc(io):
-        t = tensors[io["tensor"]]
-        return [io["name"], t["dtype"], "[" + ", ".join(D.json_text(d) for d in t["shape"]) + "]"]
+        t = spec.tensors[io.tensor]
+        return [io.name, t.dtype, "[" + ", ".join(D.json_text(d) for d in t.shape) + "]"]
 
-    choice, no_choice = _choice_here(m)
-    view = program_view(m, choice.index if choice else 0)
-    io = [["input"] + desc(i) for i in m["inputs"]] + [["output"] + desc(o) for o in view["outputs"]]
-    kernels = Counter(s["label"] for s in view["steps"])
-    where = Counter(p["where"] for p in view.get("placement", []))
-    weight_bytes = sum(s["bytes"] for s in m["shards"])
-    programs = [[p["class"], len(p["steps"]), p["shaders"], "/".join(p["adapter_types"]),
-                 ", ".join(p["requires"]["features"]) or "-"] for p in m["programs"]]
-    opts = m.get("options", {})
-    out = [f"{os.path.basename(os.path.normpath(path))}: webinfer artifact v{m['version']} ({m.get('producer', '?')})",
-           f"target {opts.get('target', '?')}, limits {opts.get('limits', '?')}; {len(m['shaders'])} distinct shaders; "
-           f"weights {_mib(weight_bytes)} in {len(m['shards'])} shard(s); symbolic dims: "
-           f"{', '.join(m.get('dims', [])) or 'none'}",
+    choice, no_choice = _choice_here(art.manifest)
+    index = choice.index if choice else 0
+    p = spec.programs[index]
+    io = [["input"] + desc(i) for i in spec.inputs] + [["output"] + desc(o) for o in p.outputs]
+    kernels = Counter(s.label for s in p.steps)
+    where = Counter(row.where for row in p.placement)
+    weight_bytes = sum(s.bytes for s in spec.shards)
+    programs = [[q.kernel_class, len(q.steps), q.shaders, "/".join(q.adapter_types),
+                 ", ".join(q.requires.features) or "-"] for q in spec.programs]
+    opts = spec.options
+    out = [f"{os.path.basename(os.path.normpath(path))}: webinfer artifact v{spec.version} ({spec.producer})",
+           f"target {opts.get('target', '?')}, limits {opts.get('limits', '?')}; {len(spec.shaders)} distinct shaders; "
+           f"weights {_mib(weight_bytes)} in {len(spec.shards)} shard(s); symbolic dims: "
+           f"{', '.join(spec.dims) or 'none'}",
            verified,
            "", _table(programs, ["program", "kernels", "shaders", "tuned for", "requires"]), "",
            (f"on this machine: {choice.kernel_class} ({choice.why})" if choice
             else f"on this machine: {no_choice}"),
-           f"ONNX nodes: {len(view.get('placement', []))} ("
+           f"ONNX nodes: {len(p.placement)} ("
            + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
-           *_shape_lines(view),
+           *_shape_lines(spec, p),
            "", _table(io, ["", "name", "dtype", "shape"]), "",
-           report_table(build_report(view, dim_values)), "",
+           report_table(build_report(art.manifest, dim_values, index, spec=spec)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
     return "\n".join(out)
 
@@ -114,20 +114,20 @@ def verify_artifact(art) -> str:
     """Everything a run checks, for every program: the manifest (loaded), every file's bytes, every shader's
     text, bindings and uniforms, and (with a WebGPU adapter) that the device compiles every shader."""
     art.verify_all()
-    files = 2 + len(art.manifest["shaders"]) + len(art.manifest["shards"]) + len(art.manifest["assets"])
+    files = 2 + len(art.spec.shaders) + len(art.spec.shards) + len(art.spec.assets)
     try:
         from .runtime.native import naga_wgsl, request_device
 
         device = request_device()
     except Exception as e:  # no wgpu or no adapter: the files are still checked
         return f"verified: {files} files (sha256), shaders not compiled (no WebGPU adapter: {type(e).__name__})"
-    for i, entry in enumerate(art.manifest["shaders"]):
+    for i, entry in enumerate(art.spec.shaders):
         try:
             device.create_shader_module(code=naga_wgsl(art.shader(i)))
         except Exception as e:  # wgpu's GPUValidationError with the compiler's report
             lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()] or [type(e).__name__]
-            raise WebinferError(f"{art.file_path(entry['file'])}: the device refuses the shader: {lines[0][:160]}") from None
-    return f"verified: {files} files (sha256), {len(art.manifest['shaders'])} shaders compiled"
+            raise WebinferError(f"{art.file_path(entry.file)}: the device refuses the shader: {lines[0][:160]}") from None
+    return f"verified: {files} files (sha256), {len(art.spec.shaders)} shaders compiled"
 
 
 def _choice_here(manifest: dict):
@@ -146,40 +146,41 @@ def _choice_here(manifest: dict):
         return None, str(e)
 
 
-def _shape_lines(m: dict) -> list[str]:
-    """Bounded dims, run-time guards on the dims, and the image prologue / task epilogues."""
+def _shape_lines(m, program) -> list[str]:
+    """Bounded dims, run-time guards on the dims, and the image prologue / task epilogues (the typed manifest
+    and the program shown; the prologue's and epilogues' fields are JSON objects in the schema too)."""
     lines = []
-    if m.get("bounds"):
+    if m.bounds:
         lines.append("bounded dims (buffers planned for the bound): "
-                     + ", ".join(f"{k} <= {v}" for k, v in m["bounds"].items()))
-    if m.get("guards"):
-        lines.append(f"checked per run: {len(m['guards'])} condition(s) on the dims, e.g. {m['guards'][0][1]}")
-    if m.get("branch_guards"):
-        lines.append(f"checked when their If branch runs: {len(m['branch_guards'])} condition(s) on the dims")
-    if m.get("preprocess"):
-        p = m["preprocess"]
+                     + ", ".join(f"{k} <= {v}" for k, v in m.bounds.items()))
+    if program.guards:
+        lines.append(f"checked per run: {len(program.guards)} condition(s) on the dims, e.g. {program.guards[0].why}")
+    if program.branch_guards:
+        lines.append(f"checked when their If branch runs: {len(program.branch_guards)} condition(s) on the dims")
+    if m.preprocess:
+        p = m.preprocess
         box = f", letterbox {p['letterbox']} ({p['align']}, pad {p['pad_value']:g})" if "letterbox" in p else ""
         lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "
                      f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}{box}, crop "
                      f"{p.get('crop') or 'none'}, {p['channels']}, {p['layout']}")
-    if m.get("audio"):
-        a = m["audio"]
+    if m.audio:
+        a = m.audio
         what = (f"log-mel {a['mel_bins']} x {a['n_samples'] // a['hop_length']}" if a["features"] == "log_mel" else
                 f"waveform{' normalised' if a.get('normalize') else ''}")
         lines.append(f"audio prologue: input {a['audio']!r} (float32 PCM [channels, samples], rate {a['rate_dim']!r} "
                      f"per run) -> {a['sampling_rate']} Hz, {what} -> {a['input']!r}")
-    if m.get("classify"):
-        c = m["classify"]
+    if m.classify:
+        c = m.classify
         lines.append(f"classification epilogue: top {c['top_k']} of {c['output']!r}"
                      f"{' after softmax' if c['softmax'] else ''} -> {c['scores']!r}, {c['indices']!r}"
                      f"{', labels ' + c['labels'] if c.get('labels') else ''}")
-    if m.get("detect"):
-        d = m["detect"]
+    if m.detect:
+        d = m.detect
         lines.append(f"detection epilogue ({d['head']} head {d['output']!r}): score > {d['score_threshold']:g}, "
                      f"class-aware NMS at IoU {d['iou_threshold']:g}, at most {d['max_detections']} boxes -> "
                      f"{d['detections']!r}, {d['count']!r}{', labels ' + d['labels'] if d.get('labels') else ''}")
-    if m.get("segment"):
-        g = m["segment"]
+    if m.segment:
+        g = m.segment
         outs = [g[k] for k in ("segments", "matte", "cutout") if k in g]
         lines.append(f"mask epilogue ({g['mode']} of {g['output']!r}, resized to the image) -> "
                      f"{', '.join(repr(o) for o in outs)}")

@@ -60,7 +60,8 @@ class PageSession:
         def no_shards(i: int) -> bytes:
             raise WebinferError("weights must come pre-uploaded from the page's loader")
 
-        core = SessionCore(manifest, shaders, no_shards, gpu, weights=weights, kernel_class=choice.kernel_class)
+        core = SessionCore(manifest, shaders, no_shards, gpu, weights=weights, kernel_class=choice.kernel_class,
+                           spec=spec)
         core.choice = choice  # (forcing the chosen class keeps its reason)
         session = cls(core, gpu, assets, base)
         session.sha256 = sha256(raw)

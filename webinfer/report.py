@@ -8,11 +8,14 @@ The planned figure comes from the same planner the runtime uses (``runtime/memor
 from __future__ import annotations
 
 from . import dims as D
-from .artifact import program_view
 from .dtypes import gpu_nbytes
+from .format.manifest import parse_manifest
+from .format.schema import Manifest
 from .format.steps import step_runs
 from .runtime.control_flow import host_reads, loop_ranges
 from .runtime.memory import lifetimes, plan_slots
+
+_VIEW_KEYS = ("steps", "outputs", "placement", "control", "guards", "branch_guards", "program", "program_index")
 
 
 def _numel(shape, env) -> int:
@@ -22,41 +25,39 @@ def _numel(shape, env) -> int:
     return n
 
 
-def build_report(manifest: dict, dim_values: dict | None = None, program: int = 0) -> dict:
-    """The report of one program of the artifact (default: its first, most preferred one)."""
-    if "steps" not in manifest:
-        manifest = program_view(manifest, program)
-    env = {name: int((dim_values or {}).get(name, 1)) for name in manifest.get("dims", [])}
-    for name, bound in manifest.get("bounds", {}).items():  # loop counts, --dim lo..hi: sized at their bound
+def build_report(manifest: dict, dim_values: dict | None = None, program: int = 0, spec: Manifest | None = None
+                 ) -> dict:
+    """The report of one program of the artifact (default: its first, most preferred one). ``manifest``: the
+    JSON object, or one program's view of it (artifact.program_view); ``spec``: its typed form when the caller
+    has it (else it is parsed here)."""
+    if "program_index" in manifest:  # a program's view: the artifact's manifest with that program on top
+        program = manifest["program_index"]
+        manifest = {k: v for k, v in manifest.items() if k not in _VIEW_KEYS}
+    spec = spec if spec is not None else parse_manifest(manifest, "the manifest")
+    p = spec.programs[program]
+    env = {name: int((dim_values or {}).get(name, 1)) for name in spec.dims}
+    for name, bound in spec.bounds.items():  # loop counts, --dim lo..hi: sized at their bound
         if name not in (dim_values or {}):
             env[name] = int(bound)
-    tensors = manifest["tensors"]
-    base = []
-    for tid in range(len(tensors)):
-        while tensors[tid].get("alias") is not None:
-            tid = tensors[tid]["alias"]
-        base.append(tid)
-    live = lifetimes(len(tensors), manifest["steps"], [io["tensor"] for io in manifest["inputs"]],
-                     [io["tensor"] for io in manifest["outputs"]], base, loop_ranges(manifest.get("control") or []),
-                     host_reads(manifest.get("control") or []))
-    sizes = {tid: max(4, gpu_nbytes(t["dtype"], _numel(t["shape"], env))) for tid, t in enumerate(tensors)
-             if t["kind"] in ("input", "temp") and t.get("alias") is None and tid in live}  # this program's
+    tensors = spec.tensors
+    base = [spec.base(tid) for tid in range(len(tensors))]
+    live = lifetimes(len(tensors), [s.reads + s.writes for s in p.steps], [io.tensor for io in spec.inputs],
+                     [io.tensor for io in p.outputs], base, loop_ranges(p.control), host_reads(p.control))
+    sizes = {tid: max(4, gpu_nbytes(t.dtype, _numel(t.shape, env))) for tid, t in enumerate(tensors)
+             if t.kind in ("input", "temp") and t.alias is None and tid in live}  # this program's
     _, slot_sizes = plan_slots(sizes, live)
     return {
         # ONNX nodes in: before the graph passes when they ran.
-        "nodes": (manifest["passes"][0]["nodes_before"] if manifest.get("passes")
-                  else len(manifest.get("placement", []))),
-        "kernels": sum(step_runs(s, env) for s in manifest["steps"]),
+        "nodes": spec.passes[0].nodes_before if spec.passes else len(p.placement),
+        "kernels": sum(step_runs(s, env) for s in p.steps),
         "peak_bytes": sum(slot_sizes),
         "naive_bytes": sum(sizes.values()),
-        "weight_bytes": sum(gpu_nbytes(tensors[tid]["dtype"], _numel(tensors[tid]["shape"], {}))
-                            for tid in manifest["program"]["weights"]),
+        "weight_bytes": sum(gpu_nbytes(tensors[tid].dtype, _numel(tensors[tid].shape, {})) for tid in p.weights),
         # KV-cache and other states: allocated once, at their capacity
-        "state_bytes": sum(max(4, gpu_nbytes(tensors[st["tensor"]]["dtype"],
-                                             _numel(tensors[st["tensor"]]["capacity"], {})))
-                           for st in manifest.get("states", [])),
-        "kernel_class": manifest["program"]["class"],
-        "shaders": manifest["program"]["shaders"],
+        "state_bytes": sum(max(4, gpu_nbytes(tensors[st.tensor].dtype, _numel(tensors[st.tensor].capacity, {})))
+                           for st in spec.states),
+        "kernel_class": p.kernel_class,
+        "shaders": p.shaders,
         "dims": env,
         "passes": manifest.get("passes", []),
     }

@@ -74,13 +74,13 @@ def test_soak_200_random_sizes_keeps_memory_flat(detection):
             np.testing.assert_allclose(got, reference.run(None, {"x": x})[0], rtol=TOL, atol=TOL)
         if i % 10 == 9:
             gc.collect()
-            assert len(core._plans) <= MAX_PLANS
+            assert len(core.plans()) <= MAX_PLANS
             # every GPU byte wgpu holds for this session is a weight or one of the cached plans' buffers
             leaks.append(_gpu_resource_bytes() - before - core.gpu_bytes()["total"])
             rss.append(_rss_mib())
     assert max(abs(v) for v in leaks) < 4096, leaks
     assert max(rss[5:]) - rss[4] < 8, f"RSS grew from {rss[4]:.1f} to {max(rss[5:]):.1f} MiB"
-    biggest = max(p["bytes"] for p in core._plans.values())
+    biggest = max(p.bytes for p in core.plans())
     assert core.gpu_bytes()["plans"] <= MAX_PLANS * biggest
 
 
@@ -95,7 +95,7 @@ def test_bounded_dims_share_one_plan_and_refuse_outside(detection, tmp_path, cap
         x = _image(rng, h, w)
         np.testing.assert_allclose(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], rtol=TOL,
                                    atol=TOL, err_msg=f"at {h}x{w}")
-    assert len(session._core._plans) == 1  # buffers planned once, for the bounds
+    assert len(session._core.plans()) == 1  # buffers planned once, for the bounds
     with pytest.raises(WebinferError, match=r"dim 'H' = 62 exceeds the bound 61 .*--dim H=LO..HI"):
         session.run(None, {"x": _image(rng, 62, 8)})
     with pytest.raises(WebinferError, match=r"W=7 .*--dim W=8..64: W must be at least 8"):

@@ -30,7 +30,7 @@ def test_previous_output_feeds_the_next_run_before_host_inputs_are_written(tmp_p
     art = Artifact.load(str(tmp_path))
     core = SessionCore(art.manifest, art.shader_sources(), lambda i: art.read(art.manifest["shards"][i]), NativeDevice())
     first = core.launch(["out"], _feeds(5, 1), overlap=True)  # out = 30
-    second = core.launch(["out"], _feeds(0, 100), gpu_inputs={"a": (first["outputs"]["out"], 4)}, overlap=True)
+    second = core.launch(["out"], _feeds(0, 100), gpu_inputs={"a": (first.outputs["out"], 4)}, overlap=True)
     (out1,) = run_sync(core.collect(first))
     (out2,) = run_sync(core.collect(second))
     assert np.frombuffer(out1.data, np.int32)[0] == (5 + 1) * 5

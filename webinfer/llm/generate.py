@@ -46,20 +46,19 @@ class Generator:
     """Streams tokens from a generation artifact. One generation at a time per Generator."""
 
     def __init__(self, core: SessionCore, tokenizer: Tokenizer | None, encoder=None):
-        names = {io["name"] for io in core.manifest["inputs"]}
-        if "sampling_params" not in names or not core.manifest.get("states"):
+        names = {io.name for io in core.spec.inputs}
+        if "sampling_params" not in names or not core.spec.states:
             raise WebinferError("this artifact was not built for generation (no KV cache / sampling head)")
         self.core = core
         self.tokenizer = tokenizer
         self._encode = encoder or (tokenizer.encode if tokenizer is not None else None)
         self.past_dim = next(d for d in core.bounds if d != "total_sequence")
         self.max_seq = core.bounds[self.past_dim]
-        self._penalty_len = next(core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
-                                 if io["name"] == "penalty_ids")
+        self._penalty_len = core.input_tensor("penalty_ids").shape[0]
         self._inputs = names
         self.logit_options = LogitOptions(core)  # a request's logit_bias / logprobs (llm/logit_options.py)
-        self._mask_words = next((core.tensors[io["tensor"]]["shape"][0] for io in core.manifest["inputs"]
-                                 if io["name"] == "token_mask"), 0)
+        mask = core.input_tensor("token_mask")
+        self._mask_words = mask.shape[0] if mask is not None else 0
         self._all_tokens = b"\xff" * (4 * self._mask_words)
         self._cancelled = False
         self._cached: list[int] = []  # the token ids whose keys/values the cache holds, from position 0
@@ -80,7 +79,8 @@ class Generator:
 
             device = NativeDevice()
         m = art.manifest
-        core = SessionCore(m, art.shader, lambda i: art.read(m["shards"][i]), device, kernel_class=kernel_class)
+        core = SessionCore(m, art.shader, lambda i: art.read(m["shards"][i]), device, kernel_class=kernel_class,
+                           spec=art.spec)
         if "assets/tokenizer.json" not in m.get("assets", {}):
             gen = cls(core, None)
         else:
@@ -208,7 +208,7 @@ class Generator:
             for step in range(max_new_tokens):
                 nxt = None
                 if overlap and step + 1 < max_new_tokens and not self._cancelled:
-                    nxt = self._launch([0], pos, params, seed, step + 1, [], ticket["outputs"]["next_token"], True)
+                    nxt = self._launch([0], pos, params, seed, step + 1, [], ticket.outputs["next_token"], True)
                 tok, *extra = await self.core.collect(ticket)
                 self.logit_options.collected(extra)
                 token = struct.unpack("<i", tok.data[:4])[0]

@@ -21,9 +21,9 @@ BIAS_MIN, BIAS_MAX = -100.0, 100.0  # OpenAI's range
 
 class LogitOptions:
     def __init__(self, core):
-        inputs = {io["name"]: io for io in core.manifest["inputs"]}
-        self.available = "logit_bias" in inputs and "logprobs_k" in inputs
-        self.vocab = core.tensors[inputs["logit_bias"]["tensor"]]["shape"][0] if self.available else 0
+        bias = core.input_tensor("logit_bias")
+        self.available = bias is not None and core.input_tensor("logprobs_k") is not None
+        self.vocab = bias.shape[0] if self.available else 0
         self._zeros = bytes(4 * self.vocab)
         self.reset()
 

@@ -40,17 +40,17 @@ class PrefixCacheError(WebinferError):
 def _layout(gen) -> list[dict]:
     """Where each state's first positions live: one region per index of the dims before the sequence axis."""
     core, out = gen.core, []
-    for st in core.manifest.get("states", []):
-        t = core.tensors[st["tensor"]]
-        axes = [i for i, d in enumerate(t["shape"]) if d == gen.past_dim]
+    for st in core.spec.states:
+        t = core.tensors[st.tensor]
+        axes = [i for i, d in enumerate(t.shape) if d == gen.past_dim]
         if len(axes) != 1:
-            raise PrefixCacheError(f"state {st['name']}: no single sequence axis ({gen.past_dim}); cannot cache it")
-        axis, cap = axes[0], list(t["capacity"])
+            raise PrefixCacheError(f"state {st.name}: no single sequence axis ({gen.past_dim}); cannot cache it")
+        axis, cap = axes[0], list(t.capacity)
         outer = _prod(cap[:axis])
-        row = gpu_nbytes(t["dtype"], _prod(cap[axis + 1:]))  # one position's bytes
-        if row * 2 != gpu_nbytes(t["dtype"], 2 * _prod(cap[axis + 1:])):
-            raise PrefixCacheError(f"state {st['name']}: {t['dtype']} rows are not whole 32-bit words")
-        out.append({"tensor": st["tensor"], "name": st["name"], "dtype": t["dtype"], "capacity": cap, "axis": axis,
+        row = gpu_nbytes(t.dtype, _prod(cap[axis + 1:]))  # one position's bytes
+        if row * 2 != gpu_nbytes(t.dtype, 2 * _prod(cap[axis + 1:])):
+            raise PrefixCacheError(f"state {st.name}: {t.dtype} rows are not whole 32-bit words")
+        out.append({"tensor": st.tensor, "name": st.name, "dtype": t.dtype, "capacity": cap, "axis": axis,
                     "outer": outer, "seq": cap[axis], "row": row})
     if not out:
         raise PrefixCacheError("this artifact has no KV cache states")

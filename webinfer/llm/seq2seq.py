@@ -33,7 +33,7 @@ class Seq2SeqGenerator:
     def __init__(self, encoder: SessionCore, decoder: SessionCore, tokenizer: Tokenizer | None = None,
                  encode_text=None):
         spec = decoder.manifest.get("seq2seq")
-        names = {io["name"] for io in decoder.manifest["inputs"]}
+        names = {io.name for io in decoder.spec.inputs}
         if spec is None or "sampling_params" not in names:
             raise WebinferError("this artifact is not an encoder-decoder built for generation (no seq2seq block)")
         self.encoder, self.decoder, self.spec = encoder, decoder, spec
@@ -41,14 +41,13 @@ class Seq2SeqGenerator:
         self._encode_text = encode_text or (
             (lambda text: tokenizer.encode(text, add_special_tokens=True)) if tokenizer is not None else None)
         self._inputs = names
-        self._states = {s["name"]: s["tensor"] for s in decoder.manifest["states"]}
+        self._states = {s.name: s.tensor for s in decoder.spec.states}
         cross = {state for _, state in spec["cross"]}
         self_states = [tid for name, tid in self._states.items() if name not in cross]
-        self.past_dim = decoder.tensors[self_states[0]]["shape"][2]
+        self.past_dim = decoder.tensors[self_states[0]].shape[2]
         self.max_seq = decoder.bounds[self.past_dim]
         self.max_source = decoder.bounds[spec["source_dim"]]
-        self._penalty_len = next(decoder.tensors[io["tensor"]]["shape"][0] for io in decoder.manifest["inputs"]
-                                 if io["name"] == "penalty_ids")
+        self._penalty_len = decoder.input_tensor("penalty_ids").shape[0]
         self.first_tokens = list(spec["first_tokens"])
         self.eos = set(spec["eos"])
         self.stats: dict = {}
@@ -74,7 +73,7 @@ class Seq2SeqGenerator:
         for a in (Artifact.load(os.path.join(path, spec["encoder"])), art):
             m = a.manifest
             cores.append(SessionCore(m, a.shader, lambda i, a=a, m=m: a.read(m["shards"][i]), device,
-                                     kernel_class=kernel_class))
+                                     kernel_class=kernel_class, spec=a.spec))
         if "assets/tokenizer.json" not in art.manifest.get("assets", {}):
             return cls(*cores)
         tok_json, cfg_json = _assets(art.manifest, art.read)
@@ -102,12 +101,12 @@ class Seq2SeqGenerator:
         feeds, dims = pack_audio(enc.manifest, feeds, None)  # (an audio prologue: PCM and its sample rate)
         env, host = enc.bind_feeds(feeds, dims)
         plan = enc.plan(env)
-        enc._write_inputs(plan, host)
-        outputs = {io["name"]: io["tensor"] for io in enc.manifest["outputs"]}
+        enc.write_inputs(plan, host)
+        outputs = {io.name: io.tensor for io in enc.program.outputs}
         copies, source = [], None
         for out, state in self.spec["cross"]:
             tid = outputs[out]
-            shape = [D.evaluate(d, env) for d in enc.tensors[tid]["shape"]]
+            shape = [D.evaluate(d, env) for d in enc.tensors[tid].shape]
             if source is None:
                 source = shape[2]
             if source > self.max_source:
@@ -116,9 +115,9 @@ class Seq2SeqGenerator:
             n = 1
             for d in shape:
                 n *= d
-            copies.append((plan["buffers"][plan["base"][tid]], 0, self.decoder.states[self._states[state]], 0,
-                           gpu_nbytes(enc.tensors[tid]["dtype"], n)))
-        enc.device.submit(plan["dispatches"], copies)
+            copies.append((plan.buffer_of(tid), 0, self.decoder.states[self._states[state]], 0,
+                           gpu_nbytes(enc.tensors[tid].dtype, n)))
+        enc.device.submit(plan.dispatches, copies)
         return source
 
     # -- the decoder ----------------------------------------------------------------------------------
@@ -153,7 +152,7 @@ class Seq2SeqGenerator:
         for step in range(max_new_tokens):
             nxt = None
             if overlap and step + 1 < max_new_tokens:  # the next step takes this one's token on the GPU
-                nxt = self._launch([0], pos + 1, source, params, seed, step + 1, [], ticket["outputs"]["next_token"],
+                nxt = self._launch([0], pos + 1, source, params, seed, step + 1, [], ticket.outputs["next_token"],
                                    True)
             (tok,) = await self.decoder.collect(ticket)
             token = struct.unpack("<i", tok.data[:4])[0]
@@ -211,7 +210,7 @@ def neutral_step_feeds(core: SessionCore) -> dict:
     """Feeds that leave a generation step as plain decoding, for the inputs a generation build adds beyond the
     sampler's (speculative verification ``verify_ids``, ``logit_bias`` / ``logprobs_k``, the constraint's
     ``token_mask``): none verified, no bias, no logprobs, every token allowed."""
-    shapes = {io["name"]: core.tensors[io["tensor"]]["shape"] for io in core.manifest["inputs"]}
+    shapes = {io.name: core.tensors[io.tensor].shape for io in core.spec.inputs}
     feeds = {}
     if "verify_ids" in shapes:
         feeds["verify_ids"] = HostTensor("int32", (1,), array("i", [-1]).tobytes())

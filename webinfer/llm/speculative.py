@@ -91,7 +91,7 @@ class ModelDrafter:
         for j in range(self.k):
             nxt = None
             if j + 1 < self.k:  # the next token is taken from this step's output on the GPU
-                nxt = d._launch([0], pos, GREEDY, 0, 0, [], ticket["outputs"]["next_token"], True)
+                nxt = d._launch([0], pos, GREEDY, 0, 0, [], ticket.outputs["next_token"], True)
             (tok,) = await d.core.collect(ticket)
             out.append(struct.unpack("<i", tok.data[:4])[0])
             ticket, pos = nxt, pos + 1
@@ -124,15 +124,14 @@ def check_draft_tokens(k) -> None:
 
 
 def vocab_size(gen) -> int:
-    m = gen.core.manifest
-    io = next((io for io in m["outputs"] if io["name"] == "logits"), None)
-    if io is None:
+    logits = gen.core.output_tensor("logits")
+    if logits is None:
         raise WebinferError("the artifact has no logits output")
-    return int(gen.core.tensors[io["tensor"]]["shape"][-1])
+    return int(logits.shape[-1])
 
 
 def check_verify_head(gen) -> None:
-    if not any(io["name"] == "verify_result" for io in gen.core.manifest["outputs"]):
+    if gen.core.output_tensor("verify_result") is None:
         raise WebinferError("this artifact has no verification head (built before speculative decoding): "
                             "rebuild it to decode speculatively")
 
@@ -172,7 +171,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
             nxt = None
             if (kind == "plain" and len(out_ids) + 1 < max_new_tokens and not gen._cancelled
                     and pos < gen.max_seq and hasattr(drafter, "idle") and drafter.idle(history)):
-                nxt = gen._launch([0], pos, params, seed, step, [], ticket["outputs"]["next_token"], True)
+                nxt = gen._launch([0], pos, params, seed, step, [], ticket.outputs["next_token"], True)
                 step += 1
                 spec["plain_steps"] += 1
             (res,) = await gen.core.collect(ticket)

@@ -10,26 +10,27 @@ Standard library only.
 from __future__ import annotations
 
 from .. import dims as D
+from ..format.schema import BranchGuard, Manifest, Program
 
 
-def cannot_run(manifest: dict, env: dict) -> tuple:
+def cannot_run(branch_guards: tuple[BranchGuard, ...] | None, env: dict) -> tuple:
     """The step ranges of the If branches whose guards fail at ``env`` (part of the plan's key)."""
     out = set()
-    for steps, expr, _ in manifest.get("branch_guards") or ():
-        if D.names(D.from_json(expr)) <= env.keys() and D.evaluate(expr, env) < 0:
-            out.add(tuple(steps))
+    for g in branch_guards or ():
+        if D.names(D.from_json(g.expr)) <= env.keys() and D.evaluate(g.expr, env) < 0:
+            out.add(tuple(g.steps))
     return tuple(sorted(out))
 
 
-def left_out(core, base: list[int], env: dict) -> tuple[set[int], set[int]]:
+def left_out(spec: Manifest, program: Program, base: list[int], env: dict) -> tuple[set[int], set[int]]:
     """(steps, tensors) a plan for ``env`` leaves out: the steps of branches that cannot run, and the tensors
     whose storage no other step, input, output or state uses."""
-    ranges = cannot_run(core.manifest, env)
+    ranges = cannot_run(program.branch_guards, env)
     if not ranges:
         return set(), set()
     steps = {i for lo, hi in ranges for i in range(lo, hi)}
-    used = {base[io["tensor"]] for key in ("inputs", "outputs", "states") for io in core.manifest.get(key) or ()}
-    for i, step in enumerate(core.steps):
+    used = {base[io.tensor] for io in spec.inputs + program.outputs + spec.states}
+    for i, step in enumerate(program.steps):
         if i not in steps:
-            used.update(base[t] for t in step["reads"] + step["writes"])
+            used.update(base[t] for t in step.reads + step.writes)
     return steps, {tid for tid in range(len(base)) if base[tid] not in used}

@@ -34,9 +34,14 @@ class InferenceSession:
         self.device = device
         m = self.artifact.manifest
         self._core = SessionCore(m, self.artifact.shader, lambda i: self.artifact.read(m["shards"][i]), device,
-                                 kernel_class=kernel_class)
+                                 kernel_class=kernel_class, spec=self.artifact.spec)
         self.choice = self._core.choice
         self.program = self._core.manifest["program"]  # the chosen program (steps, outputs, weights, ...)
+
+    @property
+    def core(self):
+        """The SessionCore running the artifact on a GPU device (None on ``device="cpu"``)."""
+        return getattr(self, "_core", None)
 
     def get_inputs(self):
         return (self._cpu or self._core).get_inputs()

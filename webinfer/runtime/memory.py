@@ -10,9 +10,10 @@ when the ranges are disjoint. Standard library only (the build's report calls it
 from __future__ import annotations
 
 
-def lifetimes(n_tensors: int, steps: list[dict], inputs: list[int], outputs: list[int],
+def lifetimes(n_tensors: int, steps: list, inputs: list[int], outputs: list[int],
               base: list[int], loops: list | None = None, reads: list | None = None) -> dict[int, list[int]]:
-    """[first, last] step index each base tensor is alive; inputs from -1, outputs to len(steps).
+    """[first, last] step index each base tensor is alive; inputs from -1, outputs to len(steps). ``steps``:
+    the tensors each step binds (its reads and writes).
 
     ``loops``: [start, end) step ranges that run repeatedly (loop bodies). A tensor used inside one and also
     outside it lives through the whole range: a body step before its use reruns in the next iteration.
@@ -26,8 +27,8 @@ def lifetimes(n_tensors: int, steps: list[dict], inputs: list[int], outputs: lis
 
     for tid in inputs:
         touch(tid, -1)
-    for i, step in enumerate(steps):
-        for tid in step["reads"] + step["writes"]:
+    for i, bound in enumerate(steps):
+        for tid in bound:
             touch(tid, i)
     for tid in outputs:
         touch(tid, len(steps))

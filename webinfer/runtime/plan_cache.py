@@ -7,18 +7,19 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .. import dims as D
+from .plan import Plan
 
 MAX_PLANS = 4
 
 
 class PlanCache:
-    """At most ``limit`` plans (buffers, bind groups) for recent dims; the least recently used goes first."""
+    """At most ``limit`` plans (runtime/plan.py) for recent dims; the least recently used goes first."""
 
     def __init__(self, device, limit: int = MAX_PLANS):
         self.device, self.limit = device, limit
-        self._plans: OrderedDict[tuple, dict] = OrderedDict()
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
 
-    def get(self, key: tuple) -> dict | None:
+    def get(self, key: tuple) -> Plan | None:
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
@@ -28,10 +29,10 @@ class PlanCache:
         """Drop least recently used plans until one more fits."""
         while len(self._plans) >= self.limit:
             _, old = self._plans.popitem(last=False)
-            for buf in old["owned"]:
+            for buf in old.owned:
                 self.device.destroy_buffer(buf)
 
-    def put(self, key: tuple, plan: dict) -> None:
+    def put(self, key: tuple, plan: Plan) -> None:
         self._plans[key] = plan
 
     def values(self):

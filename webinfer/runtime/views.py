@@ -9,34 +9,34 @@ from __future__ import annotations
 from .. import dims as D
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
+from ..format.schema import Tensor
 
 
-def view_offset(tensor: dict, env: dict) -> int:
+def view_offset(tensor: Tensor, env: dict) -> int:
     """The view's first element in its base buffer at these dims (0 for everything but a band)."""
-    offset = tensor.get("offset", 0)
-    return D.evaluate(offset, env) if offset != 0 else 0
+    return 0 if tensor.offset is None else D.evaluate(tensor.offset, env)
 
 
-def binding(tensors: list[dict], buffers: dict, base: list[int], numel: list[int], tid: int, env: dict) -> tuple:
-    """(buffer, byte offset, bytes) that a step binds for tensor ``tid``."""
+def binding(tensors: list[Tensor], buffers: dict, base: list[int], numel: list[int], tid: int, env: dict) -> tuple:
+    """(buffer, byte offset, bytes) that a step binds for tensor ``tid``; ``env``: the dims the plan is sized for."""
     t = tensors[tid]
-    start = gpu_nbytes(t["dtype"], view_offset(t, env))
-    return buffers[base[tid]], start, max(4, gpu_nbytes(t["dtype"], numel[tid]))
+    start = gpu_nbytes(t.dtype, view_offset(t, env))
+    return buffers[base[tid]], start, max(4, gpu_nbytes(t.dtype, numel[tid]))
 
 
-def check_bindings(tensors: list[dict], steps: list[dict], numel: list[int], limit: int, skip=frozenset(),
+def check_bindings(tensors: list[Tensor], steps: list, numel: list[int], limit: int, skip=frozenset(),
                    textures=frozenset()) -> None:
     """Each storage binding within the device's ``max-storage-buffer-binding-size``."""
     for i, step in enumerate(steps):
         if i in skip:
             continue
-        for tid in step["reads"] + step["writes"]:
-            nbytes = gpu_nbytes(tensors[tid]["dtype"], numel[tid])
+        for tid in step.reads + step.writes:
+            nbytes = gpu_nbytes(tensors[tid].dtype, numel[tid])
             if tid not in textures and nbytes > limit:
                 raise WebinferError(f"a tensor of {nbytes} bytes exceeds this device's binding limit ({limit})")
 
 
-def check_view(tensors: list[dict], tid: int, base: int, numel: list[int], env: dict) -> None:
+def check_view(tensors: list[Tensor], tid: int, base: int, numel: list[int], env: dict) -> None:
     """A view (with its offset) inside its base tensor."""
     end = view_offset(tensors[tid], env) + numel[tid]
     if end > numel[base]:

@@ -55,7 +55,7 @@ async def segment(core, pixels, width: int | None, height: int | None, read_asse
 
 def session_parts(session) -> tuple:
     """(SessionCore, read_asset) of an InferenceSession on a GPU device."""
-    if getattr(session, "_core", None) is None:
+    if getattr(session, "core", None) is None:
         raise WebinferError('detection and segmentation run on a GPU device only (device="cpu" runs generic models)')
     assets = session.artifact.manifest.get("assets", {})
-    return session._core, lambda name: session.artifact.read(assets["assets/" + name])
+    return session.core, lambda name: session.artifact.read(assets["assets/" + name])

@@ -7,18 +7,20 @@ from __future__ import annotations
 from .. import dims as D
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
+from ..format.schema import Tensor
 
 
-def upload_weights(device, tensors: list[dict], weight_ids: list[int], textures: dict, read_shard) -> dict[int, object]:
+def upload_weights(device, tensors: tuple[Tensor, ...], weight_ids, textures: dict, read_shard) -> dict[int, object]:
     """Table id -> GPU buffer (or texture) of each weight in ``weight_ids``; ``read_shard(i)`` gives shard i's
     bytes."""
     buffers, shards = {}, {}
     for tid in weight_ids:
         t = tensors[tid]
-        nbytes = gpu_nbytes(t["dtype"], D.evaluate(_numel(t["shape"]), {}))
+        nbytes = gpu_nbytes(t.dtype, D.evaluate(_numel(t.shape), {}))
         whole = bytearray(nbytes) if tid in textures else None  # a texture is written at once
         buf = None if whole is not None else device.create_buffer(nbytes, "storage")
-        for shard, offset, n, dst in t["chunks"]:
+        for c in t.chunks:
+            shard, offset, n, dst = c.shard, c.offset, c.nbytes, c.dst
             if n == 0:
                 continue
             if shard not in shards:
@@ -31,7 +33,7 @@ def upload_weights(device, tensors: list[dict], weight_ids: list[int], textures:
     return buffers
 
 
-def check_weights(weight_ids: list[int], weights: dict) -> dict[int, object]:
+def check_weights(weight_ids, weights: dict) -> dict[int, object]:
     """The program's weights among buffers uploaded beforehand (the page's worker); all must be there."""
     want = set(weight_ids)
     missing = sorted(want - set(weights))

@@ -63,8 +63,6 @@ export { pipeline } from "./pipeline.mjs";
 
 import { audioMessage } from "./speech.mjs";
 
-export { pipeline } from "./pipeline.mjs";
-
 const TYPED = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, int16: Int16Array,
   int32: Int32Array, int64: BigInt64Array, uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array,

@@ -88,13 +88,16 @@ class WorkerProbe:
         return got["result"]["value"]
 
 
-def sample(probe: WorkerProbe, page_cdp) -> dict:
-    """One sample (bytes): the worker's V8 heap, its external memory (ArrayBuffers and GPU buffers), its
-    Pyodide heap, and the main thread's V8 heap and external memory."""
+def sample(probe: WorkerProbe, page_cdp, pyodide: bool) -> dict:
+    """One sample (bytes): the worker's V8 heap, its external memory (ArrayBuffers and GPU buffers), the main
+    thread's V8 heap and external memory, and (when `pyodide`) the Pyodide heap: that one runs a function in
+    the worker, which is done only while it idles (a wasm memory never shrinks, so its size once the page is
+    ready is its peak while loading)."""
     w = probe.call("Runtime.getHeapUsage")
     main = page_cdp.send("Runtime.getHeapUsage")
     return {"worker_heap": w["usedSize"], "worker_external": w.get("backingStorageSize", 0),
-            "pyodide": probe.pyodide_heap(), "main_heap": main["usedSize"] + main.get("backingStorageSize", 0)}
+            "pyodide": probe.pyodide_heap() if pyodide else 0,
+            "main_heap": main["usedSize"] + main.get("backingStorageSize", 0)}
 
 
 def gpu_weight_bytes(artifact: Path) -> int:
@@ -162,7 +165,8 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
                 # the first sample once ready closes the load
                 closing = state["ready"] and not closed
                 closed = closed or closing
-                (answering if state["ready"] and not closing else loading).append(sample(probe, page_cdp))
+                (answering if state["ready"] and not closing else loading).append(
+                    sample(probe, page_cdp, closing or state["done"]))
                 if len(loading) % 20 == 1 and not state["ready"]:
                     pk = peaks(loading, weights)
                     log(f"page: {time.monotonic() - t0:.0f} s, {state['status']!r}; peaks so far: {text(pk)}")

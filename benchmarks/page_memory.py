@@ -3,14 +3,12 @@ main-thread heap and the Pyodide heap, sampled through the DevTools protocol.
 
 A dedicated worker is no page target: the browser's CDP session attaches to it (Target.attachToTarget,
 non-flat, so messages travel through Target.sendMessageToTarget). Its JS heap is V8's heap (Runtime.getHeapUsage
-usedSize, what performance.memory.usedJSHeapSize reports on a page). ArrayBuffers (where a whole shard would sit)
-live outside it, in V8's external memory (getHeapUsage's backingStorageSize), which also counts every GPUBuffer
-the worker creates (Blink reports their sizes to V8): so the worker's external memory less the bytes of the
-weights' GPU buffers is printed too, an upper bound on its ArrayBuffers (it also holds the session's KV-cache
-and activation buffers once Python opens it). Runtime.queryObjects does not list typed arrays, so they cannot
-be counted one by one. The Pyodide heap is the byteLength of the worker's WebAssembly.Memory objects
-(queryObjects on WebAssembly.Memory.prototype; Pyodide's module is not reachable from a global). Used by
-benchmarks/page_1b.py."""
+usedSize, what performance.memory.usedJSHeapSize reports on a page) plus its ArrayBuffers, where a whole shard
+or a staged texture would sit: V8's external memory (getHeapUsage's backingStorageSize; it holds Pyodide's wasm
+memory too, which is subtracted). Runtime.queryObjects lists no typed arrays, so they cannot be counted one by
+one. The Pyodide heap is the byteLength of the worker's WebAssembly.Memory objects (queryObjects on
+WebAssembly.Memory.prototype, run only once the page is ready: a function run in the worker while it loads is
+avoided, and a wasm memory never shrinks). Used by benchmarks/page_1b.py."""
 
 from __future__ import annotations
 
@@ -100,29 +98,18 @@ def sample(probe: WorkerProbe, page_cdp, pyodide: bool) -> dict:
             "main_heap": main["usedSize"] + main.get("backingStorageSize", 0)}
 
 
-def gpu_weight_bytes(artifact: Path) -> int:
-    """The bytes of the GPU buffers the page's loader creates for the weights (the smallest over the
-    artifact's programs, so what is subtracted never exceeds what one program creates)."""
-    m = json.loads((artifact / "manifest.json").read_text())
-    sizes = []
-    for program in m["programs"]:
-        total = 0
-        for tid in program["weights"]:
-            n = max(dst + size for _, _, size, dst in m["tensors"][tid]["chunks"])
-            total += max(16, -(-n // 16) * 16)
-        sizes.append(total)
-    return min(sizes)
-
-
-def peaks(samples: list[dict], weights: int) -> dict:
-    """The largest figure of each kind; beyond_gpu: the worker's external memory less `weights`."""
-    out = {"worker_js": 0, "pyodide": 0, "main_js": 0, "worker_external": 0, "beyond_gpu": 0}
+def peaks(samples: list[dict]) -> dict:
+    """The largest figure of each kind: worker_js is its V8 heap plus its external memory less the Pyodide heap
+    (known from the first sample that read it: it only grows, so earlier samples subtract too little)."""
+    out = {"worker_js": 0, "worker_heap": 0, "worker_external": 0, "pyodide": 0, "main_js": 0}
     for s in samples:
-        out["worker_js"] = max(out["worker_js"], s["worker_heap"])
         out["pyodide"] = max(out["pyodide"], s["pyodide"])
-        out["main_js"] = max(out["main_js"], s["main_heap"])
+    for s in samples:
+        arrays = max(0, s["worker_external"] - (s["pyodide"] or 0))
+        out["worker_js"] = max(out["worker_js"], s["worker_heap"] + arrays)
+        out["worker_heap"] = max(out["worker_heap"], s["worker_heap"])
         out["worker_external"] = max(out["worker_external"], s["worker_external"])
-        out["beyond_gpu"] = max(out["beyond_gpu"], s["worker_external"] - weights)
+        out["main_js"] = max(out["main_js"], s["main_heap"])
     return out
 
 
@@ -131,9 +118,9 @@ def mb(n: int) -> str:
 
 
 def text(pk: dict) -> str:
-    return (f"worker JS heap {mb(pk['worker_js'])}, Pyodide heap {mb(pk['pyodide'])}, main thread JS heap "
-            f"{mb(pk['main_js'])}; worker external memory {mb(pk['worker_external'])}, less the weights' GPU "
-            f"buffers {mb(pk['beyond_gpu'])}")
+    return (f"worker JS heap {mb(pk['worker_js'])} (V8 heap {mb(pk['worker_heap'])}, external memory "
+            f"{mb(pk['worker_external'])} less the Pyodide heap where read), Pyodide heap {mb(pk['pyodide'])}, "
+            f"main thread JS heap {mb(pk['main_js'])}")
 
 
 def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, timeout_s: float = 3600) -> dict:
@@ -143,7 +130,6 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
 
     from webinfer.serve import serve_in_thread
 
-    weights = gpu_weight_bytes(site / "chat" / "artifact")
     server, base = serve_in_thread(str(site))
     url = base + f"chat/?prompt={quote(prompt)}&max_new_tokens={tokens}&greedy=1&seed=0&path=gpu"
     try:
@@ -168,7 +154,7 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
                 (answering if state["ready"] and not closing else loading).append(
                     sample(probe, page_cdp, closing or state["done"]))
                 if len(loading) % 20 == 1 and not state["ready"]:
-                    pk = peaks(loading, weights)
+                    pk = peaks(loading)
                     log(f"page: {time.monotonic() - t0:.0f} s, {state['status']!r}; peaks so far: {text(pk)}")
                 if state["done"]:
                     break
@@ -178,7 +164,7 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
             answer = page.locator("#answer")
             got = {k: json.loads(answer.get_attribute(f"data-{k}")) for k in ("token-ids", "prompt-ids", "stats")}
             timings = json.loads(page.locator("#history").get_attribute("data-timings"))
-            load_pk, all_pk = peaks(loading, weights), peaks(loading + answering, weights)
+            load_pk, all_pk = peaks(loading), peaks(loading + answering)
             log(f"page: loaded in {timings.get('worker_ms', 0) / 1e3:.0f} s ({timings.get('weight_bytes', 0) / 1e6:.0f} MB "
                 f"of weights in {timings.get('shards')} shards, {timings.get('shards_from_cache')} from the cache), "
                 f"{len(loading)} samples while loading, {len(answering)} while answering")
@@ -195,7 +181,7 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
     finally:
         server.shutdown()
         server.server_close()
-    under = all(load_pk[k] < LIMIT for k in ("worker_js", "pyodide", "main_js", "beyond_gpu"))
+    under = all(load_pk[k] < LIMIT for k in ("worker_js", "pyodide", "main_js"))
     return {"prompt_ids": got["prompt-ids"], "token_ids": got["token-ids"], "load_peaks": load_pk,
             "run_peaks": all_pk, "under_300_mb": under, "reload": again, "samples": loading + answering,
-            "load_samples": len(loading), "weight_buffer_bytes": weights}
+            "load_samples": len(loading)}

@@ -71,12 +71,14 @@ export function textureSize(nbytes, format) {
 const ROW_GROUP_BYTES = 1 << 20;
 class TextureRows {
   constructor(device, texture, width, texel, nbytes) {
-    Object.assign(this, { device, texture, width, nbytes, row: width * texel, y: 0, filled: 0 });
-    this.pending = new Uint8Array(Math.max(1, Math.floor(ROW_GROUP_BYTES / this.row)) * this.row);
+    Object.assign(this, { device, texture, width, nbytes, row: width * texel, y: 0, filled: 0, pending: null });
   }
 
-  // `bytes` of the tensor at byte `dst` (the bytes just after those already given).
+  // `bytes` of the tensor at byte `dst` (the bytes just after those already given). The rows are allocated at
+  // the first bytes and let go after the last, so only the textures being written hold any.
   set(bytes, dst) {
+    const rows = Math.min(Math.max(1, Math.floor(ROW_GROUP_BYTES / this.row)), Math.ceil(this.nbytes / this.row));
+    this.pending ??= new Uint8Array(rows * this.row);
     let at = 0;
     while (at < bytes.length) {
       const off = dst + at - this.y * this.row;
@@ -86,7 +88,10 @@ class TextureRows {
       this.filled = off + take;
       if (this.filled === this.pending.length) this.flush();
     }
-    if (dst + bytes.length >= this.nbytes) this.flush();
+    if (dst + bytes.length >= this.nbytes) {
+      this.flush();
+      this.pending = null;
+    }
   }
 
   flush() {

@@ -2,10 +2,13 @@
 main-thread heap and the Pyodide heap, sampled through the DevTools protocol.
 
 A dedicated worker is no page target: the browser's CDP session attaches to it (Target.attachToTarget,
-non-flat, so messages travel through Target.sendMessageToTarget) and asks Runtime.getHeapUsage (V8's heap and
-the ArrayBuffer backing stores, where a whole shard would sit). The Pyodide heap is the byteLength of the
-worker's WebAssembly.Memory objects (Runtime.queryObjects on WebAssembly.Memory.prototype): Pyodide's module
-is not reachable from a global. Used by benchmarks/page_1b.py."""
+non-flat, so messages travel through Target.sendMessageToTarget). Its JS heap is V8's heap (Runtime.getHeapUsage
+usedSize, what performance.memory.usedJSHeapSize reports on a page) plus its ArrayBuffers, where a whole shard
+or a staged texture would sit: V8's external memory (getHeapUsage's backingStorageSize; it holds Pyodide's wasm
+memory too, which is subtracted). Runtime.queryObjects lists no typed arrays, so they cannot be counted one by
+one. The Pyodide heap is the byteLength of the worker's WebAssembly.Memory objects (queryObjects on
+WebAssembly.Memory.prototype, run only once the page is ready: a function run in the worker while it loads is
+avoided, and a wasm memory never shrinks). Used by benchmarks/page_1b.py."""
 
 from __future__ import annotations
 
@@ -18,7 +21,11 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 LIMIT = 300 * 1024 * 1024
-MEMORIES = "function() { return this.map((m) => m.buffer.byteLength); }"
+SIZES = """function() {
+  let n = 0;
+  for (const m of this) if (m instanceof WebAssembly.Memory) n = Math.max(n, m.buffer.byteLength);
+  return n;
+}"""
 
 
 class WorkerProbe:
@@ -62,39 +69,58 @@ class WorkerProbe:
             raise RuntimeError(f"worker: {method}: {msg['error']}")
         return msg["result"]
 
-    def wasm_memories(self) -> list[int]:
-        proto = self.call("Runtime.evaluate", {"expression": "WebAssembly.Memory.prototype"})["result"]["objectId"]
-        objects = self.call("Runtime.queryObjects", {"prototypeObjectId": proto})["objects"]["objectId"]
-        got = self.call("Runtime.callFunctionOn", {"objectId": objects, "functionDeclaration": MEMORIES,
-                                                   "returnByValue": True})["result"]["value"]
-        for oid in (proto, objects):
-            self.call("Runtime.releaseObject", {"objectId": oid})
-        return sorted(got, reverse=True)
+    def objects(self, prototype: str) -> str:
+        proto = self.call("Runtime.evaluate", {"expression": f"{prototype}.prototype"})["result"]["objectId"]
+        found = self.call("Runtime.queryObjects", {"prototypeObjectId": proto})["objects"]["objectId"]
+        self.call("Runtime.releaseObject", {"objectId": proto})
+        return found
+
+    def pyodide_heap(self) -> int:
+        """Bytes of the largest wasm memory (Pyodide's heap)."""
+        memories = self.objects("WebAssembly.Memory")
+        got = self.call("Runtime.callFunctionOn", {"objectId": memories, "functionDeclaration": SIZES,
+                                                   "returnByValue": True})
+        self.call("Runtime.releaseObject", {"objectId": memories})
+        if "exceptionDetails" in got:
+            raise RuntimeError(f"worker: {got['exceptionDetails'].get('exception', {}).get('description')}")
+        return got["result"]["value"]
 
 
-def sample(probe: WorkerProbe, page_cdp, memories: bool) -> dict:
-    """One sample (bytes): the worker's V8 heap, its ArrayBuffer backing stores, the wasm memories, the page's heap."""
+def sample(probe: WorkerProbe, page_cdp, pyodide: bool) -> dict:
+    """One sample (bytes): the worker's V8 heap, its external memory (ArrayBuffers and GPU buffers), the main
+    thread's V8 heap and external memory, and (when `pyodide`) the Pyodide heap: that one runs a function in
+    the worker, which is done only while it idles (a wasm memory never shrinks, so its size once the page is
+    ready is its peak while loading)."""
     w = probe.call("Runtime.getHeapUsage")
     main = page_cdp.send("Runtime.getHeapUsage")
-    wasm = probe.wasm_memories() if memories else []
-    return {"worker_heap": w["usedSize"], "worker_backing": w.get("backingStorageSize", 0),
-            "wasm": wasm, "main_heap": main["usedSize"] + main.get("backingStorageSize", 0)}
+    return {"worker_heap": w["usedSize"], "worker_external": w.get("backingStorageSize", 0),
+            "pyodide": probe.pyodide_heap() if pyodide else 0,
+            "main_heap": main["usedSize"] + main.get("backingStorageSize", 0)}
 
 
 def peaks(samples: list[dict]) -> dict:
-    """The largest figure of each kind; the worker's JS heap counts its backing stores less the wasm memories
-    (which V8 counts among them when they are ArrayBuffers)."""
-    out = {"worker_js": 0, "pyodide": 0, "main_js": 0}
+    """The largest figure of each kind: worker_js is its V8 heap plus its external memory less the Pyodide heap
+    (known from the first sample that read it: it only grows, so earlier samples subtract too little)."""
+    out = {"worker_js": 0, "worker_heap": 0, "worker_external": 0, "pyodide": 0, "main_js": 0}
     for s in samples:
-        pyodide = s["wasm"][0] if s["wasm"] else 0
-        out["pyodide"] = max(out["pyodide"], pyodide)
-        out["worker_js"] = max(out["worker_js"], s["worker_heap"] + max(0, s["worker_backing"] - sum(s["wasm"])))
+        out["pyodide"] = max(out["pyodide"], s["pyodide"])
+    for s in samples:
+        arrays = max(0, s["worker_external"] - (s["pyodide"] or 0))
+        out["worker_js"] = max(out["worker_js"], s["worker_heap"] + arrays)
+        out["worker_heap"] = max(out["worker_heap"], s["worker_heap"])
+        out["worker_external"] = max(out["worker_external"], s["worker_external"])
         out["main_js"] = max(out["main_js"], s["main_heap"])
     return out
 
 
 def mb(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
+
+
+def text(pk: dict) -> str:
+    return (f"worker JS heap {mb(pk['worker_js'])} (V8 heap {mb(pk['worker_heap'])}, external memory "
+            f"{mb(pk['worker_external'])} less the Pyodide heap where read), Pyodide heap {mb(pk['pyodide'])}, "
+            f"main thread JS heap {mb(pk['main_js'])}")
 
 
 def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, timeout_s: float = 3600) -> dict:
@@ -122,18 +148,15 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
                   error: document.querySelector('[data-error]')?.dataset.error || null })""")
                 if state["error"]:
                     raise RuntimeError(f"page: {state['error']}")
-                # (the wasm memory never shrinks, and listing it walks the heap: every 10th sample and the last)
-                # the first sample once ready closes the load with the wasm memory at its end
-                n = len(loading) + len(answering)
+                # the first sample once ready closes the load
                 closing = state["ready"] and not closed
                 closed = closed or closing
                 (answering if state["ready"] and not closing else loading).append(
-                    sample(probe, page_cdp, n % 10 == 0 or state["done"] or closing))
+                    sample(probe, page_cdp, closing or state["done"]))
                 if len(loading) % 20 == 1 and not state["ready"]:
                     pk = peaks(loading)
-                    log(f"page: {time.monotonic() - t0:.0f} s, {state['status']!r}; peaks so far: worker JS "
-                        f"{mb(pk['worker_js'])}, Pyodide {mb(pk['pyodide'])}, main {mb(pk['main_js'])}")
-                if state["done"] and (answering or loading)[-1]["wasm"]:
+                    log(f"page: {time.monotonic() - t0:.0f} s, {state['status']!r}; peaks so far: {text(pk)}")
+                if state["done"]:
                     break
                 if time.monotonic() - t0 > timeout_s:
                     raise TimeoutError("page: no answer in time")
@@ -145,10 +168,8 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
             log(f"page: loaded in {timings.get('worker_ms', 0) / 1e3:.0f} s ({timings.get('weight_bytes', 0) / 1e6:.0f} MB "
                 f"of weights in {timings.get('shards')} shards, {timings.get('shards_from_cache')} from the cache), "
                 f"{len(loading)} samples while loading, {len(answering)} while answering")
-            log(f"page: PEAK while loading: worker JS heap {mb(load_pk['worker_js'])}, Pyodide heap "
-                f"{mb(load_pk['pyodide'])}, main thread JS heap {mb(load_pk['main_js'])}")
-            log(f"page: PEAK over the whole run: worker JS heap {mb(all_pk['worker_js'])}, Pyodide heap "
-                f"{mb(all_pk['pyodide'])}, main thread JS heap {mb(all_pk['main_js'])}")
+            log(f"page: PEAK while loading: {text(load_pk)}")
+            log(f"page: PEAK over the whole run: {text(all_pk)}")
             log(f"page: turn stats {got['stats'].get('ttft_s')} s to the first token, "
                 f"{got['stats'].get('decode_tok_s')} tok/s")
             page.reload()
@@ -160,6 +181,7 @@ def run_page(site: Path, prompt: str, tokens: int, log, every_ms: int = 500, tim
     finally:
         server.shutdown()
         server.server_close()
-    under = all(v < LIMIT for v in (load_pk["worker_js"], load_pk["pyodide"], load_pk["main_js"]))
+    under = all(load_pk[k] < LIMIT for k in ("worker_js", "pyodide", "main_js"))
     return {"prompt_ids": got["prompt-ids"], "token_ids": got["token-ids"], "load_peaks": load_pk,
-            "run_peaks": all_pk, "under_300_mb": under, "reload": again}
+            "run_peaks": all_pk, "under_300_mb": under, "reload": again, "samples": loading + answering,
+            "load_samples": len(loading)}

@@ -1,6 +1,6 @@
 """The page's weight loader (site/weights.mjs, shard_stream.mjs) streams each shard into GPU buffers in blocks
-far smaller than the shard (a 17.6 MB weight across two shards, forced 4,100-byte blocks): every buffer read
-back equals the bytes the manifest's chunk table places (read here from the shard files); a second load comes
+far smaller than the shard (a 17.6 MB weight across two shards, forced 4,100-byte blocks): every buffer and
+texture (the software classes' program) read back equals the bytes the manifest's chunk table places (read here from the shard files); a second load comes
 from Cache Storage; a shard altered on the server is refused and never cached; the bundled page built on the
 loader runs the model and equals onnxruntime; the incremental SHA-256 equals hashlib's."""
 
@@ -24,7 +24,7 @@ BLOCK = 4100
 
 # Loads an artifact's weights with site/weights.mjs into a fresh device, reads every buffer back and returns
 # [tensor id, sha256 of its first `nbytes` bytes] per weight, with the loader's counts.
-LOAD = """async ([art, block, nbytes]) => {
+LOAD = """async ([art, block, nbytes, textured]) => {
   const { loadWeights } = await import("./js/weights.mjs");
   const adapter = await navigator.gpu.requestAdapter();
   const device = await adapter.requestDevice({ requiredLimits: {
@@ -32,20 +32,36 @@ LOAD = """async ([art, block, nbytes]) => {
     maxBufferSize: adapter.limits.maxBufferSize } });
   const manifest = await (await fetch(art + "manifest.json")).json();
   let events = 0;
+  const program = textured ? manifest.programs.find((p) => (p.textures || []).length) : manifest.programs[0];
   const got = await loadWeights(device, new URL(art, location.href).href, manifest, () => { events += 1; },
-    manifest.programs[0], block);
+    program, block);
   const out = [];
+  const texel = { rgba32uint: 16, rg32float: 8, r32float: 4 };
+  const row = (t) => Math.ceil(t.width * texel[t.format] / 256) * 256;  // copies need 256-byte rows
   for (const [tid, buffer] of got.pairs) {
-    const read = device.createBuffer({ size: buffer.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const isTexture = buffer instanceof GPUTexture;
+    const size = isTexture ? row(buffer) * buffer.height : buffer.size;
+    const read = device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const enc = device.createCommandEncoder();
-    enc.copyBufferToBuffer(buffer, 0, read, 0, buffer.size);
+    if (isTexture) {
+      enc.copyTextureToBuffer({ texture: buffer }, { buffer: read, bytesPerRow: row(buffer) }, [buffer.width, buffer.height]);
+    } else {
+      enc.copyBufferToBuffer(buffer, 0, read, 0, size);
+    }
     device.queue.submit([enc.finish()]);
     await read.mapAsync(GPUMapMode.READ);
-    const bytes = new Uint8Array(read.getMappedRange()).slice(0, nbytes[tid]);
+    let bytes = new Uint8Array(read.getMappedRange()).slice();
+    if (isTexture) {  // the rows without their copy padding
+      const used = buffer.width * texel[buffer.format];
+      const rows = new Uint8Array(used * buffer.height);
+      for (let y = 0; y < buffer.height; y++) rows.set(bytes.subarray(y * row(buffer), y * row(buffer) + used), y * used);
+      bytes = rows;
+    }
+    bytes = bytes.slice(0, nbytes[tid]);
     read.unmap();
     const digest = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)),
       (b) => b.toString(16).padStart(2, "0")).join("");
-    out.push([tid, digest]);
+    out.push([tid, digest, isTexture]);
   }
   device.destroy();
   return { weights: out, fromCache: got.fromCache, shards: got.shards, events };
@@ -69,7 +85,7 @@ def _expected(art: Path) -> dict[int, bytes]:
     m = json.loads((art / "manifest.json").read_text())
     shards = [(art / s["file"]).read_bytes() for s in m["shards"]]
     out = {}
-    for tid in m["programs"][0]["weights"]:
+    for tid in {t for p in m["programs"] for t in p["weights"]}:
         chunks = m["tensors"][tid]["chunks"]
         buf = bytearray(max(dst + size for _, _, size, dst in chunks))
         for shard, offset, size, dst in chunks:
@@ -92,6 +108,7 @@ def stream_site(tmp_path_factory, webinfer_wheel):
     shutil.copytree(tmp / "wide.wi", art)
     shutil.copytree(SITE_JS, tmp / "site" / "js")
     (tmp / "site" / "index.html").write_text("<!doctype html><title>weights</title>")
+    build(model, str(tmp / "site" / "art4"), quantize="int4")  # int4: the software classes bind textures
     bad = tmp / "site" / "bad"  # the same artifact with one byte of its last shard changed
     shutil.copytree(art, bad)
     m = json.loads((art / "manifest.json").read_text())
@@ -100,7 +117,7 @@ def stream_site(tmp_path_factory, webinfer_wheel):
     data[len(data) // 2] ^= 1
     last.write_bytes(bytes(data))
     server, url = serve_in_thread(str(tmp / "site"))
-    yield {"url": url, "art": art, "model": model}
+    yield {"url": url, "art": art, "art4": tmp / "site" / "art4", "model": model}
     server.shutdown()
     server.server_close()
 
@@ -112,19 +129,26 @@ def test_shards_stream_into_buffers_byte_for_byte_then_from_the_cache(page, stre
     assert len(m["shards"]) >= 2 and max(s["bytes"] for s in m["shards"]) > 1000 * BLOCK
     page.goto(url + "index.html")
     nbytes = {tid: len(b) for tid, b in want.items()}
-    first = page.evaluate(LOAD, ["art/", BLOCK, nbytes])
-    assert {tid: d for tid, d in first["weights"]} == {tid: hashlib.sha256(b).hexdigest() for tid, b in want.items()}
+    first = page.evaluate(LOAD, ["art/", BLOCK, nbytes, False])
+    digests = {tid: hashlib.sha256(b).hexdigest() for tid, b in want.items()}
+    assert {tid: d for tid, d, _ in first["weights"]} == {t: digests[t] for t in m["programs"][0]["weights"]}
     assert first["fromCache"] == 0 and first["shards"] == len(m["shards"])
     assert first["events"] > len(m["shards"])  # progress as the bytes arrive, not once per shard
-    again = page.evaluate(LOAD, ["art/", BLOCK + 4, nbytes])  # a reload: every shard from Cache Storage
+    again = page.evaluate(LOAD, ["art/", BLOCK + 4, nbytes, False])  # a reload: every shard from Cache Storage
     assert again["fromCache"] == len(m["shards"])
     assert again["weights"] == first["weights"]
+    # int4: the software classes' program binds its weights as textures, written in groups of rows
+    want4 = _expected(stream_site["art4"])
+    textured = page.evaluate(LOAD, ["art4/", BLOCK, {t: len(b) for t, b in want4.items()}, True])
+    assert any(is_texture for _, _, is_texture in textured["weights"])
+    assert {t: d for t, d, _ in textured["weights"]} == {t: hashlib.sha256(want4[t]).hexdigest()
+                                                         for t, _, _ in textured["weights"]}
 
 
 def test_an_altered_shard_is_refused_and_never_cached(page, stream_site):
     page.goto(stream_site["url"] + "index.html")
     with pytest.raises(Exception, match="sha256 does not match the manifest"):
-        page.evaluate(LOAD, ["bad/", BLOCK, {}])
+        page.evaluate(LOAD, ["bad/", BLOCK, {}, False])
     m = json.loads((stream_site["art"] / "manifest.json").read_text())
     cached = page.evaluate("""async (files) => {
       const cache = await caches.open("webinfer-weights-v1");

@@ -16,7 +16,9 @@ export class Sha256 {
   constructor() {
     this.h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
     this.w = new Uint32Array(64);
-    this.tail = new Uint8Array(64);  // a block not yet full
+    // a block not yet full; 256 bytes, so that V8 keeps its bytes off the JS heap (typed arrays up to 64 bytes
+    // live on it, and move when it is compacted)
+    this.tail = new Uint8Array(256).subarray(0, 64);
     this.tailLength = 0;
     this.length = 0;  // bytes hashed so far
     this.done = false;
@@ -75,9 +77,9 @@ export class Sha256 {
   hex() {
     if (!this.done) {
       const bits = this.length * 8;
-      const pad = new Uint8Array(((this.tailLength < 56 ? 56 : 120) - this.tailLength) + 8);
+      const pad = new Uint8Array(256).subarray(0, ((this.tailLength < 56 ? 56 : 120) - this.tailLength) + 8);
       pad[0] = 0x80;
-      const view = new DataView(pad.buffer);
+      const view = new DataView(pad.buffer, pad.byteOffset, pad.length);
       view.setUint32(pad.length - 8, Math.floor(bits / 2 ** 32));
       view.setUint32(pad.length - 4, bits >>> 0);
       const length = this.length;

@@ -82,9 +82,48 @@ export function textureSize(nbytes, format) {
   return [width, height];
 }
 
+// A weight bound as a texture, written a group of rows at a time as its bytes arrive (a tensor's chunks come in
+// order, shard after shard): only those rows are held, and the last, partial row is padded with zeros.
+const ROW_GROUP_BYTES = 1 << 20;
+class TextureRows {
+  constructor(device, texture, width, texel, nbytes) {
+    Object.assign(this, { device, texture, width, nbytes, row: width * texel, y: 0, filled: 0, pending: null });
+  }
+
+  // `bytes` of the tensor at byte `dst` (the bytes just after those already given). The rows are allocated at
+  // the first bytes and let go after the last, so only the textures being written hold any.
+  set(bytes, dst) {
+    const rows = Math.min(Math.max(1, Math.floor(ROW_GROUP_BYTES / this.row)), Math.ceil(this.nbytes / this.row));
+    this.pending ??= new Uint8Array(rows * this.row);
+    let at = 0;
+    while (at < bytes.length) {
+      const off = dst + at - this.y * this.row;
+      const take = Math.min(bytes.length - at, this.pending.length - off);
+      this.pending.set(bytes.subarray(at, at + take), off);
+      at += take;
+      this.filled = off + take;
+      if (this.filled === this.pending.length) this.flush();
+    }
+    if (dst + bytes.length >= this.nbytes) {
+      this.flush();
+      this.pending = null;
+    }
+  }
+
+  flush() {
+    const rows = Math.ceil(this.filled / this.row);
+    if (!rows) return;
+    this.device.queue.writeTexture({ texture: this.texture, origin: [0, this.y] }, this.pending,
+      { bytesPerRow: this.row, rowsPerImage: rows }, [this.width, rows]);
+    this.y += rows;
+    this.filled = 0;
+    this.pending.fill(0);
+  }
+}
+
 // The part of each weight chunk [target, offset, size, dst] of a shard that falls in the block of the shard's
 // bytes [start, start + length): into a GPU buffer (writeBuffer: 4-byte units, a chunk's odd tail padded with
-// zeros inside the buffer's rounded-up size) or a texture's staging bytes.
+// zeros inside the buffer's rounded-up size) or a texture's rows.
 function writeBlock(device, chunks, block, start, length) {
   const end = start + length;
   for (const [target, offset, size, dst] of chunks) {
@@ -92,7 +131,7 @@ function writeBlock(device, chunks, block, start, length) {
     const hi = Math.min(offset + size, end);
     if (lo >= hi) continue;
     const at = dst + lo - offset;
-    if (target instanceof Uint8Array) {
+    if (target instanceof TextureRows) {
       target.set(block.subarray(lo - start, hi - start), at);
     } else if ((hi - lo) % 4) {
       const padded = new Uint8Array(Math.ceil((hi - lo) / 4) * 4);
@@ -105,15 +144,14 @@ function writeBlock(device, chunks, block, start, length) {
 }
 
 // One storage buffer per weight tensor the program reads, as SessionCore._upload_weights makes them; every
-// chunk is written from its shard with queue.writeBuffer. A weight the program binds as a texture is gathered
-// in memory and written once, when its shards are in. Returns [[tensorId, GPUBuffer | GPUTexture], ...].
+// chunk is written from its shard with queue.writeBuffer as its bytes arrive. A weight the program binds as a
+// texture is written row group by row group (TextureRows). Returns [[tensorId, GPUBuffer | GPUTexture], ...].
 export async function loadWeights(device, artifactURL, manifest, progress, program = manifest.programs[0],
   blockBytes = BLOCK_BYTES) {
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
   const pairs = [];
   const perShard = manifest.shards.map(() => []);
   const textureFormats = new Map(program.textures || []);
-  const staged = [];
   program.weights.forEach((tid) => {
     const t = manifest.tensors[tid];
     for (const d of t.shape) {
@@ -126,12 +164,12 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
       const format = textureFormats.get(tid);
       const [width, height] = textureSize(nbytes, format);
       const texture = device.createTexture({
-        size: [width, height], format, usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST,
+        size: [width, height], format,  // (COPY_SRC: tests read it back)
+        usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.COPY_DST | GPUTextureUsage.COPY_SRC,
       });
-      const bytes = new Uint8Array(width * height * TEXEL_BYTES[format]);
+      const rows = new TextureRows(device, texture, width, TEXEL_BYTES[format], nbytes);
       pairs.push([tid, texture]);
-      staged.push({ texture, bytes, width, height, row: width * TEXEL_BYTES[format] });
-      for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([bytes, offset, size, dst]);
+      for (const [shard, offset, size, dst] of t.chunks) if (size) perShard[shard].push([rows, offset, size, dst]);
       return;
     }
     const buffer = device.createBuffer({ size: Math.max(16, Math.ceil(nbytes / 16) * 16), usage });
@@ -158,10 +196,6 @@ export async function loadWeights(device, artifactURL, manifest, progress, progr
     }, blockBytes);
     if (cached) fromCache += 1;
     await device.queue.onSubmittedWorkDone();  // (the GPU process has taken this shard's writes)
-  }
-  for (const s of staged) {
-    device.queue.writeTexture({ texture: s.texture }, s.bytes, { bytesPerRow: s.row, rowsPerImage: s.height },
-      [s.width, s.height]);
   }
   return { pairs, total, fromCache, shards: manifest.shards.length };
 }

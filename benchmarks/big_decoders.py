@@ -188,7 +188,7 @@ def run_model(name: str, formats: list[str], out: Path, keep: bool) -> None:
         row = {"model": name, "format": fmt, "params": params, "onnx_f32_bytes": f32_bytes}
         art = src / f"build-{fmt}.wi"
         shutil.rmtree(art, ignore_errors=True)
-        cmd = _py("-m", "webinfer.cli", "build", str(src / "model.onnx"), str(art), "--max-seq", str(MAX_SEQ))
+        cmd = _py("-m", "webinfer.cli", "build", str(src / "model.onnx"), "-o", str(art), "--max-seq", str(MAX_SEQ))
         r, row["build_s"], row["build_peak_rss"] = _timed(cmd + ([] if fmt == "f32" else ["--quantize", fmt]))
         row["rss_vs_1.5x_f32"] = round(row["build_peak_rss"] / (1.5 * f32_bytes), 3)
         if r.returncode != 0:

@@ -15,6 +15,7 @@ Rows are appended to ``--out`` (JSON lines) as they finish, so a run cut short k
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -77,12 +78,12 @@ def export(name: str) -> None:
     from demos.recipes import smollm2
 
     arch, cfg = MODELS[name]
+    out = model_dir(name)  # (before the config: transformers rewrites a rope_scaling dict in place)
     config_cls, model_cls = (Qwen2Config, Qwen2ForCausalLM) if arch == "qwen2" else (LlamaConfig, LlamaForCausalLM)
-    config = config_cls(**cfg, initializer_range=2.4 / math.sqrt(cfg["hidden_size"]))
+    config = config_cls(**copy.deepcopy(cfg), initializer_range=2.4 / math.sqrt(cfg["hidden_size"]))
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = model_cls(config).eval()
-    out = model_dir(name)
     out.mkdir(parents=True, exist_ok=True)
     n_layers, n_kv = config.num_hidden_layers, config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -188,7 +189,7 @@ def run_model(name: str, formats: list[str], out: Path, keep: bool) -> None:
         row = {"model": name, "format": fmt, "params": params, "onnx_f32_bytes": f32_bytes}
         art = src / f"build-{fmt}.wi"
         shutil.rmtree(art, ignore_errors=True)
-        cmd = _py("-m", "webinfer.cli", "build", str(src / "model.onnx"), str(art), "--max-seq", str(MAX_SEQ))
+        cmd = _py("-m", "webinfer.cli", "build", str(src / "model.onnx"), "-o", str(art), "--max-seq", str(MAX_SEQ))
         r, row["build_s"], row["build_peak_rss"] = _timed(cmd + ([] if fmt == "f32" else ["--quantize", fmt]))
         row["rss_vs_1.5x_f32"] = round(row["build_peak_rss"] / (1.5 * f32_bytes), 3)
         if r.returncode != 0:

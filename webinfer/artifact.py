@@ -16,6 +16,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
+import weakref
 
 from .errors import WebinferError
 from .format.manifest import check_step_shader, parse_manifest
@@ -42,7 +45,9 @@ class ArtifactWriter:
         self.path = path
         self.shaders: list[str] = []
         self._shader_index: dict[str, int] = {}
-        self.shards: list[bytearray] = [bytearray()]
+        self.shards: list[bytearray | None] = [bytearray()]  # None: spilled to the scratch folder
+        self.spilled: dict[int, tuple[str, int, str]] = {}  # shard -> (scratch file, bytes, sha256)
+        self._scratch: str | None = None
         self.packer = WeightPacker()
         self.assets: dict[str, bytes] = {}
 
@@ -63,7 +68,24 @@ class ArtifactWriter:
             buf = self.shards[shard]
             buf.extend(b"\0" * (offset - len(buf)))
             buf.extend(data[dst : dst + n])
+        for i in range(len(self.shards) - 1):  # shards fill in order: all but the last are complete
+            if self.shards[i] is not None:
+                self._spill(i)
         return chunks
+
+    def _spill(self, i: int) -> None:
+        """Write a complete shard to a scratch folder beside the artifact (moved in by ``write``), so a build
+        never holds all of a model's weight bytes at once on top of its graph (issue 37: multi-GB models)."""
+        if self._scratch is None:
+            parent = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(parent, exist_ok=True)
+            self._scratch = tempfile.mkdtemp(prefix=".webinfer-shards-", dir=parent)
+            weakref.finalize(self, shutil.rmtree, self._scratch, True)  # also when a build fails after this
+        data, self.shards[i] = self.shards[i], None
+        name = os.path.join(self._scratch, f"shard-{i:03d}.bin")
+        with open(name, "wb") as f:
+            f.write(data)
+        self.spilled[i] = (name, len(data), sha256(data))
 
     def add_asset(self, name: str, data: bytes) -> str:
         rel = f"assets/{name}"
@@ -74,19 +96,25 @@ class ArtifactWriter:
 
     def write(self, manifest: dict) -> dict:
         shaders = {f"shaders/k{i:04d}.wgsl": wgsl.encode() for i, wgsl in enumerate(self.shaders)}
-        shards = {f"weights/shard-{i:03d}.bin": bytes(s) for i, s in enumerate(self.shards)}
+        shards = {f"weights/shard-{i:03d}.bin": s for i, s in enumerate(self.shards)}  # (no copy: hashed, written)
         entry = lambda rel, data: {"file": rel, "bytes": len(data), "sha256": sha256(data)}  # noqa: E731
         manifest = dict(manifest, format=FORMAT, version=VERSION,
                         shaders=[entry(rel, data) for rel, data in shaders.items()],
-                        shards=[entry(rel, data) for rel, data in shards.items()],
+                        shards=[{"file": rel, "bytes": self.spilled[i][1], "sha256": self.spilled[i][2]}
+                                if data is None else entry(rel, data) for i, (rel, data) in enumerate(shards.items())],
                         assets={rel: entry(rel, data) for rel, data in self.assets.items()})
         self._check_own(manifest)  # before anything is written or replaced
         self._clear_target()
         for sub in ("shaders", "weights", *(["assets"] if self.assets else [])):
             os.makedirs(os.path.join(self.path, sub), exist_ok=True)
-        for rel, data in {**shaders, **shards, **self.assets}.items():
+        for i, (rel, data) in enumerate(shards.items()):
+            if data is None:
+                shutil.move(self.spilled[i][0], os.path.join(self.path, rel))
+        for rel, data in {**shaders, **{r: d for r, d in shards.items() if d is not None}, **self.assets}.items():
             with open(os.path.join(self.path, rel), "wb") as f:
                 f.write(data)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         data = json.dumps(manifest, indent=1).encode()
         with open(os.path.join(self.path, MANIFEST), "wb") as f:
             f.write(data)

@@ -30,8 +30,11 @@ _LIMIT_NAMES = {
 }
 
 
-def gpu_bytes(value: np.ndarray, what: str) -> bytes:
-    """A constant in GPU storage form (32 bits per element, int64 range-checked; packed types packed)."""
+def gpu_bytes(value: np.ndarray, what: str) -> bytes | memoryview:
+    """A constant in GPU storage form (32 bits per element, int64 range-checked; packed types packed). A
+    contiguous float32 or uint32 array is handed over as a view of its own bytes (no copy of a big weight)."""
+    if value.dtype in (np.float32, np.uint32) and value.flags.c_contiguous and value.size:
+        return memoryview(value).cast("B")
     if get_dtype(str(value.dtype)).packed:
         return packed.pack(value)
     storage = get_dtype(str(value.dtype)).storage

@@ -14,7 +14,8 @@ from .model_checks import check_model
 MIN_OPSET = 13
 
 
-def load_proto(path: str) -> onnx.ModelProto:
+def load_proto(path: str, external: bool = True) -> onnx.ModelProto:
+    """The parsed model, its external tensors read in (``external=False``: their paths checked, not read)."""
     if not os.path.isfile(path):
         raise WebinferError(f"{path}: no such file")
     try:
@@ -23,13 +24,15 @@ def load_proto(path: str) -> onnx.ModelProto:
         raise WebinferError(f"{path}: not a valid ONNX model ({type(e).__name__}: {str(e)[:120]})") from None
     if model.ir_version == 0 or not model.HasField("graph") or not model.graph.output:
         raise WebinferError(f"{path}: not a valid ONNX model (no graph or no outputs)")
-    load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    check_external_paths(model, os.path.dirname(os.path.abspath(path)), path)
+    if external:
+        load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
     check_model(model, path)
     return model
 
 
-def load_external_data(model: onnx.ModelProto, base: str, where: str) -> None:
-    """Load external tensors, refusing any location that resolves outside the model's folder."""
+def check_external_paths(model: onnx.ModelProto, base: str, where: str) -> None:
+    """Refuse any external location that resolves outside the model's folder, or a missing file."""
     root = os.path.realpath(base)
     for tensor in _all_tensors(model):
         if not uses_external_data(tensor):
@@ -41,10 +44,42 @@ def load_external_data(model: onnx.ModelProto, base: str, where: str) -> None:
             raise WebinferError(f"{where}: external data path {loc!r} leaves the model's folder; refused")
         if not os.path.isfile(full):
             raise WebinferError(f"{where}: external data file {loc!r} is missing")
+
+
+def load_external_data(model: onnx.ModelProto, base: str, where: str) -> None:
+    """Load external tensors (their paths checked first)."""
+    check_external_paths(model, base, where)
     try:
-        onnx.load_external_data_for_model(model, root)
+        onnx.load_external_data_for_model(model, os.path.realpath(base))
     except Exception as e:
         raise WebinferError(f"{where}: cannot read external data ({e})") from None
+
+
+def _external_initializers_only(model: onnx.ModelProto) -> bool:
+    """Whether every external tensor is a main-graph initializer (what read_external_weights handles)."""
+    return not any(uses_external_data(a.t) for n in model.graph.node for a in n.attribute if a.HasField("t"))
+
+
+def read_external_weights(model: ir.Model, base: str, where: str) -> None:
+    """Each external initializer read from its file into an array the graph owns, one at a time, never through
+    the protobuf (whose arena would hold every weight until the last is dropped): a build's memory then holds a
+    weight once, and frees it when a pass replaces it (a 2 GB+ model is external by necessity)."""
+    import numpy as np
+
+    root = os.path.realpath(base)
+    for value in model.graph.initializers.values():
+        t = value.const_value
+        if not isinstance(t, ir.ExternalTensor):
+            continue
+        lazy = ir.ExternalTensor(t.location, t.offset, t.length, t.dtype, shape=t.shape, name=t.name, base_dir=root)
+        try:
+            array = np.array(lazy.numpy(), copy=True)  # (a view of the mmapped file, copied, then unmapped)
+        except Exception as e:
+            raise WebinferError(f"{where}: cannot read external data of {t.name!r} ({type(e).__name__}: "
+                                f"{str(e)[:120]})") from None
+        finally:
+            lazy.release()
+        value.const_value = ir.Tensor(array, dtype=t.dtype, name=t.name)
 
 
 def _all_tensors(model: onnx.ModelProto):
@@ -98,7 +133,14 @@ def _refuse_maps(graph: onnx.GraphProto) -> None:
 def import_model(model) -> ir.Model:
     """Path or ModelProto -> onnx-ir model at opset >= 13 where the converter can do it."""
     if isinstance(model, (str, os.PathLike)):
-        proto = load_proto(model)
+        proto = load_proto(model, external=False)
+        version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+        if version >= MIN_OPSET and _external_initializers_only(proto):
+            ir_model = to_ir(proto)
+            del proto
+            read_external_weights(ir_model, os.path.dirname(os.path.abspath(model)), str(model))
+            return ir_model
+        load_external_data(proto, os.path.dirname(os.path.abspath(model)), str(model))
     else:
         proto = model
         check_model(proto, "model")

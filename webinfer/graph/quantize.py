@@ -44,15 +44,34 @@ GATHER_MIN_ELEMENTS = 1 << 16  # smaller tables are not worth a special kernel
 TABLE_FORMAT = {"int8": "int8", "int4": "int8", "f16": "f16"}  # embedding tables, and LM heads tied to them
 
 
+ROWS_PER_PASS = 4096  # rows packed at a time: the temporaries stay small beside a 151,936-row table
+
+
 def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Pack an N-major float matrix [N, K] into (words, params) of ``fmt``."""
+    """Pack an N-major float matrix [N, K] into (words, params) of ``fmt``, a band of rows at a time into
+    preallocated outputs (a build's peak memory is the model plus its packed form, not their temporaries)."""
     w = np.asarray(w, dtype=np.float32)
     if fmt == "f32":
         return np.ascontiguousarray(w), None
+    n = w.shape[0]
+    if n <= ROWS_PER_PASS:
+        return _quantize_rows(w, fmt)
+    words, params = _quantize_rows(w[:ROWS_PER_PASS], fmt)
+    all_words = np.empty((n, *words.shape[1:]), words.dtype)
+    all_params = None if params is None else np.empty((n, *params.shape[1:]), params.dtype)
+    for lo in range(0, n, ROWS_PER_PASS):
+        if lo:
+            words, params = _quantize_rows(w[lo:lo + ROWS_PER_PASS], fmt)
+        all_words[lo:lo + len(words)] = words
+        if all_params is not None:
+            all_params[lo:lo + len(params)] = params
+    return all_words, all_params
+
+
+def _quantize_rows(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
     n, k = w.shape
     if fmt == "f16":
-        with np.errstate(over="ignore"):  # past 65504: inf, as numpy (and onnxruntime's Cast) round it
-            return half_words(w.astype(np.float16)), None
+        return half_words(w), None
     kp = -(-k // BLOCK) * BLOCK
     blocks = np.zeros((n, kp), np.float32)
     blocks[:, :k] = w
@@ -76,12 +95,14 @@ def quantize_nk(w: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]
     raise ValueError(f"unknown weight format {fmt!r}")
 
 
-def half_words(w16: np.ndarray) -> np.ndarray:
-    """A float16 [N, K] matrix as u32 words [N, Kp / 2], K padded with zeros to a multiple of 4 (whole vec4s)."""
-    n, k = w16.shape
+def half_words(w: np.ndarray) -> np.ndarray:
+    """A float [N, K] matrix rounded to float16 (nearest even; past 65504: inf, as numpy and onnxruntime's
+    Cast round) as u32 words [N, Kp / 2], K padded with zeros to a multiple of 4 (whole vec4s)."""
+    n, k = w.shape
     rows = np.zeros((n, -(-k // 4) * 4), np.float16)
-    rows[:, :k] = w16
-    return rows.view("<u4").astype(np.uint32)
+    with np.errstate(over="ignore"):
+        rows[:, :k] = w
+    return rows.view(np.uint32)
 
 
 def dequantize_nk(words: np.ndarray, params: np.ndarray | None, fmt: str, k: int) -> np.ndarray:
@@ -116,6 +137,7 @@ class _Rewriter:
         self.n_major_f32 = n_major_f32
         self.binding_bytes = binding_bytes
         self.packed: dict[tuple, tuple] = {}  # (source value id, transposed, scale) -> (words, params)
+        self.dropped: list[ir.Value] = []  # sources freed (kept as objects: their ids key ``packed``)
         self.count = 0
         self.tables = {id(n.inputs[0]) for n in model.graph if self.is_table_gather(n)}
 
@@ -136,7 +158,7 @@ class _Rewriter:
             if fmt == "f32" and not transposed and alpha == 1.0 and src.is_initializer():
                 self.packed[key] = (src, None)
             else:
-                words, params = quantize_nk(array_nk * np.float32(alpha), fmt)
+                words, params = quantize_nk(array_nk if alpha == 1.0 else array_nk * np.float32(alpha), fmt)
                 hint = f"{src.name or 'w'}.{fmt}"
                 wv = new_initializer(self.graph, words, hint)
                 pv = new_initializer(self.graph, params, hint + ".params") if params is not None else None
@@ -285,8 +307,26 @@ class _Rewriter:
         if not replace_value(self.graph, node.outputs[0], out):
             self.graph.remove(new, safe=True)
             return
+        old_inputs = list(node.inputs)
         self.graph.remove(node, safe=True)
         self.count += 1
+        for value in old_inputs:
+            self.drop_unused(value)
+
+    def drop_unused(self, value: ir.Value | None) -> None:
+        """Free a weight nothing reads any more (through the Transpose/Cast that fed it), as soon as it is
+        packed: a build then holds each weight about once, not the model and its packed copy."""
+        while value is not None and not value.uses() and not value.is_graph_output() and not value.is_graph_input():
+            if value.is_initializer():
+                self.graph.initializers.pop(value.name, None)
+                value.const_value = None
+                self.dropped.append(value)
+                return
+            node = value.producer()
+            if node is None or node.domain != "" or node.op_type not in ("Transpose", "Cast") or len(node.outputs) != 1:
+                return
+            value = node.inputs[0]
+            self.graph.remove(node, safe=True)
 
 
 def quantize_weights(model: ir.Model, fmt: str | None, n_major_f32: bool = False,

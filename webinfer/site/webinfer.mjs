@@ -11,8 +11,7 @@
 //
 // load(url, {onProgress, kernelClass, path, deviceLimits}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
 //   path, pathWhy, timings, run(feeds), classify(image), detect(image), segment(image), encode(text), close()};
-//   the artifact's program is chosen
-//   for the adapter (kernelClass forces one); close() frees the session's GPU memory.
+//   the artifact's program is chosen for the adapter (kernelClass forces one); close() frees its GPU memory.
 //   path: "gpu" (WebGPU) or "cpu": where the page has no WebGPU (or path: "cpu" forces it), an artifact built
 //   with --cpu runs its CPU model on onnxruntime-web's wasm backend, with the same run(feeds), classify, encode
 //   and chat (site/cpu.mjs, cpu-chat.mjs); session.path and session.pathWhy say which and why.
@@ -56,12 +55,10 @@
 //   const emb = await webinfer.load("minilm/artifact/");       // built with --sentence-embedding
 //   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
-//
-// One call per task (pipeline.mjs): const f = await webinfer.pipeline("object-detection", url); await f("photo.png")
-
-export { pipeline } from "./pipeline.mjs";
 
 import { audioMessage } from "./speech.mjs";
+
+export { pipeline } from "./pipeline.mjs";  // one call per task: webinfer.pipeline("object-detection", url)
 
 const TYPED = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, int16: Int16Array,

@@ -8,7 +8,6 @@
 //   const chat = await webinfer.chat("chat/artifact/");
 //   for await (const t of chat.send([{ role: "user", content: "Hi!" }])) console.log(t.text);
 //   chat.cancel();                                               // stops the reply after the current token
-//
 // load(url, {onProgress, kernelClass, path, deviceLimits}) -> Session {inputs, outputs, adapter, kernelClass, kernelClassWhy,
 //   path, pathWhy, timings, run(feeds), classify(image), detect(image), segment(image), encode(text), close()};
 //   the artifact's program is chosen for the adapter (kernelClass forces one); close() frees its GPU memory.
@@ -44,7 +43,6 @@
 //   chat's conversation restored (recover.mjs); listener({phase: "lost" | "recovered" | "failed", reason, message,
 //   ms, text}) hears it, and a call the loss interrupted runs again (its stats carry device_recovery).
 //   debug.loseDevice() destroys the device, to try it.
-//
 // The OpenAI-shaped API (the same requests and answers as Python's webinfer.OpenAI and `webinfer serve --api`,
 // with no server: llm/openai_api.py runs in the worker):
 //   const chat = await webinfer.chat("chat/artifact/");
@@ -57,7 +55,6 @@
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
 
 import { audioMessage } from "./speech.mjs";
-
 export { pipeline } from "./pipeline.mjs";  // one call per task: webinfer.pipeline("object-detection", url)
 
 const TYPED = {

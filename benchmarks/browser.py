@@ -60,8 +60,10 @@ def build_site(site: str, specs: list[S.ModelSpec]) -> dict[str, str]:
         shutil.copyfile(os.path.join(HERE, "web", name), os.path.join(site, name))
     shutil.copyfile(os.path.join(HERE, "runner.py"), os.path.join(site, "runner.py"))
     os.makedirs(os.path.join(site, "wi"), exist_ok=True)  # webinfer's CPU path, as pages load it
-    for name in ("cpu.mjs", "cpu-chat.mjs", "weights.mjs"):  # (cpu.mjs imports weights.mjs)
-        shutil.copyfile(os.path.join(os.path.dirname(HERE), "webinfer", "site", name), os.path.join(site, "wi", name))
+    site_js = os.path.join(os.path.dirname(HERE), "webinfer", "site")
+    for name in sorted(os.listdir(site_js)):  # every page module: cpu.mjs's imports grow (weights, streams, sha256)
+        if name.endswith(".mjs"):
+            shutil.copyfile(os.path.join(site_js, name), os.path.join(site, "wi", name))
     _place_tree(pyodide_dir(), os.path.join(site, "pyodide"))
     _place_tree(ORT_WEB_DIST, os.path.join(site, "ort"), lambda n: n.startswith(ORT_FILES) and not n.endswith(".map"))
     wheel = browser_wheel(os.path.join(site, "wheels"))

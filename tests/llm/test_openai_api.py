@@ -202,8 +202,11 @@ def test_serve_api_cli_answers_the_openai_client(tiny_chat_dir, tmp_path):
     art = tmp_path / "tiny.wi"
     webinfer.build(str(tiny_chat_dir / "model.onnx"), str(art), max_seq=128, target="software")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # (SIGINT back to its default in the child: a shell's background job inherits it ignored, and Python then
+    # installs no KeyboardInterrupt handler, so Ctrl-C would never reach the server)
     proc = subprocess.Popen([sys.executable, "-m", "webinfer.cli", "serve", str(art), "--api", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()
         assert line.startswith("OpenAI API for tiny on http://127.0.0.1:"), line + proc.stderr.read()

@@ -52,3 +52,17 @@ export function showError(statusEl, outEl, err) {
 export function query() {
   return new URLSearchParams(location.search);
 }
+
+// The page's file input and drop zone (ids "file" and "drop") both hand the chosen file to `onFile`.
+export function fileInputs(onFile) {
+  document.getElementById("file").onchange = (e) => e.target.files[0] && onFile(e.target.files[0]);
+  const drop = document.getElementById("drop");
+  drop.ondragover = (e) => { e.preventDefault(); drop.classList.add("over"); };
+  drop.ondragleave = () => drop.classList.remove("over");
+  drop.ondrop = (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    const f = e.dataTransfer.files[0];
+    if (f) onFile(f);
+  };
+}

@@ -1,6 +1,6 @@
 // Shared by the detect and removebg pages: load the artifact, warm its kernels up, then run on an image that is
 // picked, dropped or named in the URL (?image=URL on this origin); results land in #result's data attributes.
-import { progressBar, query, showError, timingText } from "./ui.mjs";
+import { fileInputs, progressBar, query, showError, timingText } from "./ui.mjs";
 
 /** RGBA8 pixels of a decoded image at its own size (an ImageData); window.webinferDemo keeps them. */
 export function imagePixels(bitmap) {
@@ -39,16 +39,7 @@ export async function runImagePage(webinfer, warmUp, run) {
     document.getElementById("timings").textContent = timingText(timings);
     resultEl.dataset.timings = JSON.stringify(timings);
     statusEl.textContent = "ready: drop or pick an image";
-    document.getElementById("file").onchange = (e) => e.target.files[0] && guard(go(session, e.target.files[0]));
-    const drop = document.getElementById("drop");
-    drop.ondragover = (e) => { e.preventDefault(); drop.classList.add("over"); };
-    drop.ondragleave = () => drop.classList.remove("over");
-    drop.ondrop = (e) => {
-      e.preventDefault();
-      drop.classList.remove("over");
-      const f = e.dataTransfer.files[0];
-      if (f) guard(go(session, f));
-    };
+    fileInputs((f) => guard(go(session, f)));
     const image = query().get("image");
     if (image) await go(session, await fetchImage(image));
   } catch (e) {

@@ -3,7 +3,7 @@
 // (demos/classify/preprocess.json) and whose epilogue gives labelled scores; show label and scores. Without WebGPU
 // (or ?path=cpu) the artifact's CPU model carries the same prologue and epilogue as standard ONNX ops.
 import * as webinfer from "../assets/webinfer.mjs";
-import { pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { fileInputs, pathText, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -76,16 +76,7 @@ async function main() {
   const sampleBtn = document.getElementById("sample");
   sampleBtn.disabled = false;
   sampleBtn.onclick = () => guard(fetchImage("sample").then((b) => run(session, b)));
-  document.getElementById("file").onchange = (e) => e.target.files[0] && guard(run(session, e.target.files[0]));
-  const drop = document.getElementById("drop");
-  drop.ondragover = (e) => { e.preventDefault(); drop.classList.add("over"); };
-  drop.ondragleave = () => drop.classList.remove("over");
-  drop.ondrop = (e) => {
-    e.preventDefault();
-    drop.classList.remove("over");
-    const f = e.dataTransfer.files[0];
-    if (f) guard(run(session, f));
-  };
+  fileInputs((f) => guard(run(session, f)));
   const image = query().get("image");
   if (image) await run(session, await fetchImage(image));
 }

@@ -5,7 +5,7 @@
 // arrived), data-done or data-error; window.webinferDemo holds the last input ({wav} or {pcm, sampleRate}).
 import * as webinfer from "../assets/webinfer.mjs";
 import { record } from "../assets/microphone.mjs";
-import { progressBar, query, showError, timingText } from "../assets/ui.mjs";
+import { fileInputs, progressBar, query, showError, timingText } from "../assets/ui.mjs";
 
 const statusEl = document.getElementById("status");
 const resultEl = document.getElementById("result");
@@ -92,16 +92,7 @@ async function main() {
     const timings = { ...s2s.timings, ready_ms: Math.round(performance.now()) };
     document.getElementById("timings").textContent = `${timingText(timings)}; ${s2s.adapter}`;
     resultEl.dataset.timings = JSON.stringify(timings);
-    document.getElementById("file").onchange = (e) => e.target.files[0] && guard(fromFile(s2s, e.target.files[0]));
-    const drop = document.getElementById("drop");
-    drop.ondragover = (e) => { e.preventDefault(); drop.classList.add("over"); };
-    drop.ondragleave = () => drop.classList.remove("over");
-    drop.ondrop = (e) => {
-      e.preventDefault();
-      drop.classList.remove("over");
-      const f = e.dataTransfer.files[0];
-      if (f) guard(fromFile(s2s, f));
-    };
+    fileInputs((f) => guard(fromFile(s2s, f)));
     microphone(s2s, guard);
     micButton.disabled = false;
     document.body.dataset.ready = "1";

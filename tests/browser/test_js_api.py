@@ -31,11 +31,17 @@ def test_readme_example_runs(page, tiny_site):
     example = readme_example()
     assert 8 <= len(example.strip().splitlines()) <= 14, "the README promises a ten-line example"
     (tiny_site["site"] / "example.html").write_text(example)
-    requests, console = [], []
+    requests, console, errors = [], [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("console", lambda m: console.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))  # (the worker's uncaught errors reach the page)
     page.goto(tiny_site["url"] + "example.html")
-    page.wait_for_selector("#out[data-done]", state="attached", timeout=300_000)
+    for _ in range(600):  # up to 300 s, but an error fails at once (the example sets data-done only on success)
+        if page.locator("#out[data-done]").count() or errors:
+            break
+        page.wait_for_timeout(500)
+    assert not errors, f"the example's page failed: {errors[:3]}\nconsole: {console[-10:]}"
+    assert page.locator("#out[data-done]").count(), "the example did not finish in 300 s"
     text = page.locator("#out").inner_text()
     stats = json.loads(page.locator("#out").get_attribute("data-done"))
 

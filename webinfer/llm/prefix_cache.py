@@ -28,6 +28,7 @@ import time
 
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
+from .streaming import common_prefix
 
 MAGIC = b"WIPREFX1"
 _DIGEST = 32
@@ -133,7 +134,7 @@ def restore(gen, blob: bytes, prompt_ids: list[int] | None = None) -> int:
         raise PrefixCacheError(f"{len(ids)} positions exceed this KV cache's {gen.max_seq}")
     n = len(ids)
     if prompt_ids is not None:
-        n = _common(ids, prompt_ids, len(prompt_ids) - 1)
+        n = common_prefix(ids, prompt_ids, len(prompt_ids) - 1)
         if n == 0:
             raise PrefixCacheError("the prompt does not start with the cached token ids")
     device = gen.core.device
@@ -159,7 +160,7 @@ def system_prefix_ids(gen, system: str) -> list[int]:
     common prefix of two renderings that differ only in the user's text (templates differ in what follows)."""
     a = gen.chat_ids([{"role": "system", "content": system}, {"role": "user", "content": "x"}])
     b = gen.chat_ids([{"role": "system", "content": system}, {"role": "user", "content": "y"}])
-    return a[:_common(a, b, len(a))]
+    return a[:common_prefix(a, b, len(a))]
 
 
 def cache_key(gen, ids: list[int]) -> str:
@@ -205,15 +206,6 @@ class ConversationPrefix:
         if not self.ids or gen._cached[:len(self.ids)] != self.ids:
             return None
         return await asave(gen, len(self.ids))
-
-
-def _common(a: list[int], b: list[int], limit: int) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y or n == limit:
-            break
-        n += 1
-    return n
 
 
 def _prod(shape) -> int:

@@ -35,13 +35,12 @@ def guard(method):
     """Turn a lost device under ``method`` into ``lost_error``, mark the device (``self.lost``) and have the process
     forget it (``self.forget()``); other errors pass unchanged. Works on plain and async methods."""
 
-    def check(self, exc: Exception) -> WebinferError | None:
+    def raise_if_lost(self, exc: Exception) -> None:
         reason = lost_reason(exc)
-        if reason is None:
-            return None
-        self.lost = reason
-        self.forget()
-        return lost_error(reason)
+        if reason is not None:
+            self.lost = reason
+            self.forget()
+            raise lost_error(reason) from None
 
     if inspect.iscoroutinefunction(method):
         @functools.wraps(method)
@@ -53,10 +52,8 @@ def guard(method):
             except WebinferError:
                 raise
             except Exception as e:
-                err = check(self, e)
-                if err is None:
-                    raise
-                raise err from None
+                raise_if_lost(self, e)
+                raise
 
         return wrapper_async
 
@@ -69,9 +66,7 @@ def guard(method):
         except WebinferError:
             raise
         except Exception as e:
-            err = check(self, e)
-            if err is None:
-                raise
-            raise err from None
+            raise_if_lost(self, e)
+            raise
 
     return wrapper

@@ -166,23 +166,24 @@ def test_readme_js_examples(page, site):
 
 @pytest.mark.slow
 def test_readme_js_speech_example(page, tmp_path, webinfer_wheel):
-    """OpenAI's whisper tiny.en (real weights from a package) fed log-mel features in the page: the ids equal
-    onnxruntime's greedy loop over the same export on the same features."""
+    """OpenAI's whisper tiny.en (real weights from a package) given a WAV file in the page (resampling and log-mel
+    on the GPU): the ids equal onnxruntime's greedy loop over the same export on transformers' log-mel of it."""
+    import shutil
+
     from tokenizers import Tokenizer
     from transformers import WhisperFeatureExtractor
 
     from tests.llm.test_seq2seq import _speech, ort_greedy
 
     folder = rx.whisper_en()
-    build(str(folder), str(tmp_path / "whisper.wi"), target="software", preprocess="none")  # features in
+    build(str(folder), str(tmp_path / "whisper.wi"), target="software")  # the audio prologue: PCM in
     site = tmp_path / "site"
     _bundle_as(str(tmp_path / "whisper.wi"), site, "whisper", webinfer_wheel)
-    _, samples = _speech(tmp_path, 0, rx.SPEECH_TEXT)
+    wav, samples = _speech(tmp_path, 0, rx.SPEECH_TEXT)
+    shutil.copy(wav, site / "clip.wav")
     feats = WhisperFeatureExtractor.from_pretrained(str(folder))(
         np.array(samples), sampling_rate=16000, return_tensors="np").input_features.astype(np.float32)
-    assert feats.shape == (1, 80, 3000)
-    feats.tofile(site / "clip-features.f32")
-    out = run_examples(page, site, ["automatic-speech-recognition"], {"whisper/artifact/", "clip-features.f32"})
+    out = run_examples(page, site, ["automatic-speech-recognition"], {"whisper/artifact/", "clip.wav"})
     ids_line, text = out["automatic-speech-recognition"]
     want = ort_greedy(folder, {"input_features": feats}, [50257, 50362], {50256}, 24)
     assert json.loads(ids_line) == want

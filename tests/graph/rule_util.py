@@ -78,3 +78,47 @@ def check_rule(proto: onnx.ModelProto, rule: Rule, feeds: dict, fires: bool, rto
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
     return [node.op_type for node in out.graph.node]
+
+
+def before(proto: onnx.ModelProto, rule_pass: str, quantize: str | None = None) -> ir.Model:
+    """The model as the pipeline hands it to ``rule_pass``: every pass before it (and the weight packing
+    ``quantize`` asks for) applied."""
+    from webinfer.graph.optimize import optimize
+    from webinfer.graph.passes import PASSES
+    from webinfer.graph.quantize import rewrite as quantize_rewrite
+
+    m = ir.serde.deserialize_model(proto)
+    names = list(PASSES)
+    optimize(m, names[:names.index(rule_pass)], quantize_rewrite(quantize) if quantize else None)
+    return m
+
+
+def run_as_is(m: ir.Model, feeds: dict, target: str = "software") -> list[np.ndarray]:
+    """Build ``m`` without any graph pass (what a rule left is what runs) and run it natively."""
+    import tempfile
+
+    from webinfer.build import build
+    from webinfer.runtime.inference import InferenceSession
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build(ir.serde.serialize_model(m), tmp, optimize=False, generation=False, target=target)
+        session = InferenceSession(tmp)
+        return session.run([o.name for o in m.graph.outputs], feeds)
+
+
+def check_rule_built(proto: onnx.ModelProto, rule: Rule, rule_pass: str, feeds: dict, fires: bool,
+                     quantize: str | None = None, reference: onnx.ModelProto | None = None, rtol: float = 1e-4,
+                     atol: float = 2e-4) -> list[str]:
+    """For rules whose result is one of webinfer's kernels (no onnx.reference of its own): the graph as
+    ``rule_pass`` receives it, ``rule`` alone applied (it fires once, or its pattern matches and its condition
+    refuses), then built as is and run; compared with onnx.reference on ``reference`` (the original by
+    default: a quantizing test passes the original with its weights rounded alike). Returns the op types."""
+    m = before(proto, rule_pass, quantize)
+    matched = any(True for node in m.graph for _ in rule.matches(node))
+    assert matched, f"{rule.name}: the pattern should match"
+    assert apply(m, [rule]) == (1 if fires else 0)
+    ops = [node.op_type for node in m.graph]
+    want = ReferenceEvaluator(reference or proto).run(None, feeds)
+    for g, w in zip(run_as_is(m, feeds), want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return ops

@@ -185,5 +185,5 @@ RULES = (CAST_NOOP, CAST_CAST, RESHAPE_RESHAPE, TRANSPOSE_TRANSPOSE, UNSQUEEZE_S
 
 def run(model: ir.Model) -> int:
     before = model.graph.num_nodes()
-    apply(model, RULES, repeat=True)
+    apply(model, RULES, rounds=None)
     return before - model.graph.num_nodes()

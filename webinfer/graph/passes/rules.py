@@ -74,24 +74,27 @@ class Rule:
         return False
 
 
-def apply(model: ir.Model, rules: Sequence[Rule], *, repeat: bool = False) -> int:
+def apply(model: ir.Model, rules: Sequence[Rule], *, rounds: int | None = 1) -> int:
     """Visit the main graph's nodes in order, at each one trying ``rules`` in order (the first that fires
-    wins); ``repeat``: sweep again until a sweep changes nothing, so chains collapse. Returns the rewrites."""
+    wins); sweep again, at most ``rounds`` times in all (None: no limit), while a sweep changes something, so
+    chains collapse. Returns the rewrites."""
     graph = model.graph
-    count = 0
-    while True:
+    count, sweeps = 0, 0
+    while rounds is None or sweeps < rounds:
+        sweeps += 1
         changed = 0
         for node in list(graph):
             if node.graph is not graph:
                 continue
             changed += any(rule.apply_at(model, node) for rule in rules)
         count += changed
-        if not repeat or not changed:
-            return count
+        if not changed:
+            break
+    return count
 
 
-def pass_of(*rules: Rule, repeat: bool = False) -> Callable[[ir.Model], int]:
+def pass_of(*rules: Rule, rounds: int | None = 1) -> Callable[[ir.Model], int]:
     """A graph pass (``run(model) -> int``) applying ``rules``."""
     def run(model: ir.Model) -> int:
-        return apply(model, rules, repeat=repeat)
+        return apply(model, rules, rounds=rounds)
     return run

@@ -12,11 +12,12 @@
 
 Each rule is tested alone (tests/graph/test_rules_*.py): a tiny graph where it fires, one where its
 condition refuses, the rewritten graph checked numerically against onnx.reference on the original one.
-The driver is ours rather than onnxscript's rewriter (``pattern.RewriteRule``): tried on SiLU it gave the same
-artifacts, but ``apply_to_model`` also rewrites inside If/Loop bodies, which our passes leave alone (they
-rewrite the main graph only), and onnxscript 0.7 offers no public way to keep it there; several patterns
-also end in optional tails (a norm's weight and bias), one rewriter rule per combination there. The connected-group elementwise fusion (fuse_elementwise.py) and
-sink_transposes.py stay imperative: they grow a region over any number of nodes, not a fixed pattern.
+The driver is ours rather than onnxscript's rewriter (``pattern.RewriteRule``): tried on SiLU it gave the
+same artifacts, but ``apply_to_model`` also rewrites inside If/Loop bodies, which our passes leave alone
+(they rewrite the main graph only), and onnxscript 0.7 offers no public way to keep it there; several
+patterns also end in optional tails (a norm's weight and bias), one rewriter rule per combination there.
+The connected-group elementwise fusion (fuse_elementwise.py) and sink_transposes.py stay imperative: they
+grow a region over any number of nodes, not a fixed pattern.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def _softcap(value: ir.Value) -> tuple[ir.Value, float]:
     return value, 0.0
 
 
-def _scores(value: ir.Value) -> tuple[ir.Node | None, float, float]:
+def score_matmul(value: ir.Value) -> tuple[ir.Node | None, float, float]:
     """The q·kᵀ MatMul under an optional soft-cap and scales: (matmul, scale, softcap)."""
     value, cap = _softcap(value)
     scale = 1.0
@@ -105,7 +105,7 @@ def match_softmax(softmax: ir.Node, concats: dict) -> dict | Miss:
     add = _op(softmax.inputs[0], "Add")
     candidates = [(add.inputs[i], add.inputs[1 - i]) for i in (0, 1)] if add is not None else []
     candidates.append((softmax.inputs[0], None))
-    found = next(((_scores(s), mask) for s, mask in candidates if _scores(s)[0] is not None), None)
+    found = next(((score_matmul(s), mask) for s, mask in candidates if score_matmul(s)[0] is not None), None)
     if found is None:
         return Miss("its input is not q·kᵀ (a MatMul, optionally scaled and soft-capped) plus a mask")
     (scores, scale, cap), mask = found

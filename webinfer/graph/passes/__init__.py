@@ -3,8 +3,9 @@
 Each module has ``run(model) -> int`` (nodes removed or rewritten). Generic jobs come from the
 libraries that already do them well: constant folding from onnxscript's optimizer; dead code, common
 subexpressions and Identity nodes from onnx-ir's common passes. The pair cancellations, Conv+BN
-folding and MatMul+Add -> Gemm are ours, so their conditions (lossless casts, constant weights,
-broadcasting) are explicit and tested here.
+folding, MatMul+Add -> Gemm and the fusions are ours, written as rules (``rules.py``: pattern, condition,
+replacement, each rule tested alone), so their conditions (lossless casts, constant weights, broadcasting)
+are explicit.
 """
 
 from __future__ import annotations

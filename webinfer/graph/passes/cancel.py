@@ -1,4 +1,4 @@
-"""Cancel or merge adjacent pairs: Cast->Cast, Reshape->Reshape, Transpose->Transpose, Unsqueeze->Squeeze.
+"""Cancel or merge adjacent pairs (rules): Cast->Cast, Reshape->Reshape, Transpose->Transpose, Unsqueeze->Squeeze.
 
 Each rule looks at a second node whose data input is produced by a first node of the matching kind.
 It either replaces the second node's output by the first node's input (the pair is an identity), or
@@ -21,6 +21,7 @@ from ._util import (
     replace_value,
     static_dims,
 )
+from .rules import Match, Rule, apply
 
 T = ir.DataType
 _SIGNED = [T.INT8, T.INT16, T.INT32, T.INT64]
@@ -40,18 +41,21 @@ def lossless(src: ir.DataType | None, dst: ir.DataType) -> bool:
     return src is not None and (src == dst or (src, dst) in _LOSSLESS)
 
 
-def _first(node: ir.Node, op: str) -> ir.Node | None:
-    """The producer of ``node``'s data input when it is an ``op`` of the default domain."""
-    if not node.inputs or node.inputs[0] is None:
-        return None
-    prev = node.inputs[0].producer()
-    if prev is None or prev.op_type != op or prev.domain != "" or prev.graph is not node.graph:
-        return None
-    return prev
+def _pair(op: str):
+    """The pattern ``op`` -> anchor: the producer of the anchor's data input is an ``op`` of the default domain."""
+    def pattern(node: ir.Node) -> Match | None:
+        if not node.inputs or node.inputs[0] is None:
+            return None
+        prev = node.inputs[0].producer()
+        if prev is None or prev.op_type != op or prev.domain != "" or prev.graph is not node.graph:
+            return None
+        return Match([prev, node], {"first": prev, "second": node})
+    return pattern
 
 
-def _bypass(graph: ir.Graph, second: ir.Node, first: ir.Node) -> bool:
+def _bypass(model: ir.Model, m: Match) -> bool:
     """The pair is an identity: its output becomes the first node's input."""
+    graph, first, second = model.graph, m["first"], m["second"]
     if not replace_value(graph, second.outputs[0], first.inputs[0]):
         return False
     graph.remove(second, safe=True)
@@ -59,48 +63,60 @@ def _bypass(graph: ir.Graph, second: ir.Node, first: ir.Node) -> bool:
     return True
 
 
-def _rewire(graph: ir.Graph, second: ir.Node, first: ir.Node) -> bool:
+def _rewire(model: ir.Model, m: Match) -> bool:
     """The pair merges: the second node reads the first node's input directly."""
-    second.replace_input_with(0, first.inputs[0])
-    remove_if_dead(graph, first)
+    m["second"].replace_input_with(0, m["first"].inputs[0])
+    remove_if_dead(model.graph, m["first"])
     return True
 
 
-def cast_cast(graph: ir.Graph, node: ir.Node) -> bool:
+def _bypass_or_rewire(model: ir.Model, m: Match) -> bool:
+    """Per the condition's verdict (``identity``): drop the pair, or merge it after ``edit`` (if any)."""
+    if m["identity"]:
+        return _bypass(model, m)
+    if m.get("edit") is not None:
+        m["edit"](model.graph)
+    return _rewire(model, m)
+
+
+def _cast_cast(m: Match) -> bool:
     """Cast(Cast(x, T1), T2) == Cast(x, T2) when x -> T1 is lossless; an identity when T2 is x's type."""
-    first = _first(node, "Cast")
-    if first is None or node.op_type != "Cast":
-        return False
+    first, second = m["first"], m["second"]
     src = first.inputs[0].dtype
-    mid, dst = int_attr(first, "to", 0), int_attr(node, "to", 0)
-    if src is None or not lossless(src, T(mid)):
+    if src is None or not lossless(src, T(int_attr(first, "to", 0))):
         return False
-    if T(dst) == src:
-        return _bypass(graph, node, first)
-    return _rewire(graph, node, first)
-
-
-def cast_noop(graph: ir.Graph, node: ir.Node) -> bool:
-    """Cast to the type the input already has."""
-    if node.op_type != "Cast" or node.inputs[0].dtype is None or T(int_attr(node, "to", 0)) != node.inputs[0].dtype:
-        return False
-    if not replace_value(graph, node.outputs[0], node.inputs[0]):
-        return False
-    graph.remove(node, safe=True)
+    m.values["identity"] = T(int_attr(second, "to", 0)) == src
     return True
 
 
-def reshape_reshape(graph: ir.Graph, node: ir.Node) -> bool:
+def _single(node: ir.Node) -> Match:
+    return Match([node], {"node": node})
+
+
+def _cast_noop(m: Match) -> bool:
+    """A Cast to the type its input already has."""
+    node = m["node"]
+    return node.inputs[0].dtype is not None and T(int_attr(node, "to", 0)) == node.inputs[0].dtype
+
+
+def _drop(model: ir.Model, m: Match) -> bool:
+    node = m["node"]
+    if not replace_value(model.graph, node.outputs[0], node.inputs[0]):
+        return False
+    model.graph.remove(node, safe=True)
+    return True
+
+
+def _reshape_reshape(m: Match) -> bool:
     """Reshape(Reshape(x, s1), s2) -> Reshape(x, s2), or x when the result has x's static shape.
 
     A 0 in s2 (allowzero=0) copies a dim of the intermediate, so it is replaced by that dim when known.
     """
-    first = _first(node, "Reshape")
-    if node.op_type != "Reshape" or first is None:
-        return False
+    first, node = m["first"], m["second"]
     x, mid, out = first.inputs[0], node.inputs[0], node.outputs[0]
-    if static_dims(x) is not None and static_dims(x) == static_dims(out):
-        return _bypass(graph, node, first)
+    m.values["identity"] = static_dims(x) is not None and static_dims(x) == static_dims(out)
+    if m["identity"]:
+        return True
     shape = const(node.inputs[1])
     if shape is None:
         return False
@@ -111,15 +127,14 @@ def reshape_reshape(graph: ir.Graph, node: ir.Node) -> bool:
             return False
         shape = shape.copy()
         shape[zeros] = [mid_dims[i] for i in zeros]
-        node.replace_input_with(1, new_initializer(graph, shape, f"{out.name or 'reshape'}_shape"))
-    return _rewire(graph, node, first)
+        m.values["edit"] = lambda graph: node.replace_input_with(
+            1, new_initializer(graph, shape, f"{out.name or 'reshape'}_shape"))
+    return True
 
 
-def transpose_transpose(graph: ir.Graph, node: ir.Node) -> bool:
+def _transpose_transpose(m: Match) -> bool:
     """Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2]); x when p1[p2] is the identity."""
-    first = _first(node, "Transpose")
-    if node.op_type != "Transpose" or first is None:
-        return False
+    first, node = m["first"], m["second"]
     r = rank(first.inputs[0])
     p1, p2 = ints_attr(first, "perm"), ints_attr(node, "perm")
     if (p1 is None or p2 is None) and r is None:
@@ -127,10 +142,9 @@ def transpose_transpose(graph: ir.Graph, node: ir.Node) -> bool:
     p1 = p1 if p1 is not None else list(range(r))[::-1]
     p2 = p2 if p2 is not None else list(range(len(p1)))[::-1]
     perm = [p1[i] for i in p2]
-    if perm == list(range(len(perm))):
-        return _bypass(graph, node, first)
-    node.attributes["perm"] = ir.AttrInt64s("perm", perm)
-    return _rewire(graph, node, first)
+    m.values["identity"] = perm == list(range(len(perm)))
+    m.values["edit"] = lambda graph: node.attributes.__setitem__("perm", ir.AttrInt64s("perm", perm))
+    return True
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -141,11 +155,9 @@ def _axes(node: ir.Node) -> list[int] | None:
     return ints_attr(node, "axes")
 
 
-def unsqueeze_squeeze(graph: ir.Graph, node: ir.Node) -> bool:
+def _unsqueeze_squeeze(m: Match) -> bool:
     """Squeeze(Unsqueeze(x, a), a) -> x: the axes are compared after resolving negative ones."""
-    first = _first(node, "Unsqueeze")
-    if node.op_type != "Squeeze" or first is None:
-        return False
+    first, node = m["first"], m["second"]
     added, removed = _axes(first), _axes(node)
     if added is None or removed is None:  # Squeeze without axes drops every 1: only safe if shapes known
         return False
@@ -153,28 +165,25 @@ def unsqueeze_squeeze(graph: ir.Graph, node: ir.Node) -> bool:
     mid_rank = r + len(added) if r is not None else None
     if any(a < 0 for a in added + removed) and mid_rank is None:
         return False
+
     def norm(axes):
         return sorted(a + mid_rank if a < 0 else a for a in axes)
 
-    if norm(added) != norm(removed):
-        return False
-    return _bypass(graph, node, first)
+    return norm(added) == norm(removed)
 
 
-RULES = (cast_noop, cast_cast, reshape_reshape, transpose_transpose, unsqueeze_squeeze)
+CAST_NOOP = Rule("cast_noop", ("Cast",), _single, _cast_noop, _drop, domains=("",))
+CAST_CAST = Rule("cast_cast", ("Cast",), _pair("Cast"), _cast_cast, _bypass_or_rewire, domains=("",))
+RESHAPE_RESHAPE = Rule("reshape_reshape", ("Reshape",), _pair("Reshape"), _reshape_reshape, _bypass_or_rewire,
+                       domains=("",))
+TRANSPOSE_TRANSPOSE = Rule("transpose_transpose", ("Transpose",), _pair("Transpose"), _transpose_transpose,
+                           _bypass_or_rewire, domains=("",))
+UNSQUEEZE_SQUEEZE = Rule("unsqueeze_squeeze", ("Squeeze",), _pair("Unsqueeze"), _unsqueeze_squeeze, _bypass,
+                         domains=("",))
+RULES = (CAST_NOOP, CAST_CAST, RESHAPE_RESHAPE, TRANSPOSE_TRANSPOSE, UNSQUEEZE_SQUEEZE)
 
 
 def run(model: ir.Model) -> int:
-    graph = model.graph
-    before = graph.num_nodes()
-    changed = True
-    while changed:
-        changed = False
-        for node in list(graph):
-            if node.graph is not graph or node.domain != "":
-                continue
-            for rule in RULES:
-                if rule(graph, node):
-                    changed = True
-                    break
-    return before - graph.num_nodes()
+    before = model.graph.num_nodes()
+    apply(model, RULES, rounds=None)
+    return before - model.graph.num_nodes()

@@ -1,4 +1,4 @@
-"""Attention spelled in primitives (encoders: BERT-class, vision transformers) -> one ``webinfer.Attention``.
+"""Attention spelled in primitives (encoders: BERT-class, vision transformers) -> one ``webinfer.Attention`` (a rule).
 
 Matched, as exporters write it: ``Softmax(q·kᵀ [* scale] [+ mask]) · v`` over 4-D [batch, heads, seq, head]
 operands, the scale as Mul/Div on the scores or on q and kᵀ (``graph/llm/attention_match`` reads that part,
@@ -20,7 +20,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...opschema import WEBINFER_DOMAIN
-from ..llm.attention_match import _scores, unscale
+from ..llm.attention_match import score_matmul, unscale
 from ._program import FLOAT_TYPES, use_webinfer_domain
 from ._util import (
     const,
@@ -32,6 +32,7 @@ from ._util import (
     sole_consumer,
 )
 from ._util import onnx_op as _op
+from .rules import Match, Rule, pass_of
 
 
 def _dims(value: ir.Value | None) -> tuple | None:
@@ -122,9 +123,8 @@ def _between(value: ir.Value, mm: ir.Node) -> list[ir.Value] | None:
     return None
 
 
-def match(softmax: ir.Node, opset: int) -> dict | None:
-    if not _softmax_last_axis(softmax, opset) or softmax.outputs[0].dtype not in FLOAT_TYPES:
-        return None
+def _pattern(softmax: ir.Node) -> Match | None:
+    """Softmax(q·kᵀ [scaled, soft-capped] [+ mask]) read by one MatMul with v."""
     probs = softmax.outputs[0]
     out_mm = sole_consumer(probs)
     if out_mm is None or out_mm.op_type != "MatMul" or out_mm.domain not in ("", "ai.onnx") \
@@ -133,25 +133,33 @@ def match(softmax: ir.Node, opset: int) -> dict | None:
     add = _op(softmax.inputs[0], "Add")
     candidates = [(add.inputs[i], add.inputs[1 - i]) for i in (0, 1)] if add is not None else []
     candidates.append((softmax.inputs[0], None))
-    found = next(((s, mask, *_scores(s)) for s, mask in candidates if _scores(s)[0] is not None), None)
+    found = next(((s, mask, *score_matmul(s)) for s, mask in candidates if score_matmul(s)[0] is not None), None)
     if found is None:
         return None
     s, mask, mm, scale, cap = found
     q, sq = unscale(mm.inputs[0])
     kt, sk = unscale(mm.inputs[1])
-    v = out_mm.inputs[1]
-    dims = [_dims(x) for x in (q, kt, v)]
+    opset = softmax.graph.opset_imports.get("", 1)
+    return Match([softmax, out_mm, mm], {"q": q, "kt": kt, "v": out_mm.inputs[1], "mask": mask,
+                                         "scale": scale * sq * sk, "softcap": cap, "out": out_mm, "softmax": softmax,
+                                         "scores": s, "mm": mm, "opset": opset})
+
+
+def _condition(m: Match) -> bool:
+    """Float scores, the Softmax over their last axis; q, kᵀ and v 4-D with the same heads and batch (MQA or
+    a broadcast batch are left to the primitives); a mask that fits; every intermediate private."""
+    softmax, mm, q, kt, mask = m["softmax"], m["mm"], m["q"], m["kt"], m["mask"]
+    if not _softmax_last_axis(softmax, m["opset"]) or softmax.outputs[0].dtype not in FLOAT_TYPES:
+        return False
+    dims = [_dims(x) for x in (q, kt, m["v"])]
     if any(d is None or len(d) != 4 for d in dims) or not _mask_fits(mask, mm.outputs[0]):
-        return None
+        return False
     heads = {d[1] for d in dims}
     if len(heads) != 1 or not isinstance(dims[0][1], int) or not all(_same_dim(d[0], dims[0][0]) for d in dims):
-        return None  # heads broadcast (MQA) or batch broadcast: left to the primitives
-    inner = _between(s, mm)
+        return False
+    inner = _between(m["scores"], mm)
     scaled = [x for x, y in ((mm.inputs[0], q), (mm.inputs[1], kt)) if x is not y]
-    if inner is None or not _private([*inner, *scaled] + ([softmax.inputs[0]] if mask is not None else [])):
-        return None
-    return {"q": q, "kt": kt, "v": v, "mask": mask, "scale": scale * sq * sk, "softcap": cap,
-            "out": out_mm, "softmax": softmax}
+    return inner is not None and _private([*inner, *scaled] + ([softmax.inputs[0]] if mask is not None else []))
 
 
 def _merge_target(out: ir.Node) -> ir.Node | None:
@@ -163,7 +171,7 @@ def _merge_target(out: ir.Node) -> ir.Node | None:
     return tr if rs is not None and rs.op_type == "Reshape" and rs.inputs[0] is tr.outputs[0] else None
 
 
-def rewrite(graph: ir.Graph, m: dict) -> None:
+def rewrite(graph: ir.Graph, m: Match) -> None:
     out_mm = m["out"]
     q3 = _head_split(m["q"], [0, 2, 1, 3])
     v3 = _head_split(m["v"], [0, 2, 1, 3])
@@ -239,17 +247,11 @@ def _sweep(graph: ir.Graph, roots: list) -> None:
             todo.extend(p for p in producers if p is not None and p.graph is graph)
 
 
-def run(model: ir.Model) -> int:
-    graph = model.graph
-    opset = model.opset_imports.get("", 1)
-    count = 0
-    for node in list(graph):
-        if node.graph is not graph or node.op_type != "Softmax" or node.domain not in ("", "ai.onnx"):
-            continue
-        m = match(node, opset)
-        if m is None:
-            continue
-        use_webinfer_domain(model)
-        rewrite(graph, m)
-        count += 1
-    return count
+def _replacement(model: ir.Model, m: Match) -> None:
+    use_webinfer_domain(model)
+    rewrite(model.graph, m)
+
+
+ATTENTION = Rule("attention", ("Softmax",), _pattern, _condition, _replacement)
+RULES = (ATTENTION,)
+run = pass_of(*RULES)

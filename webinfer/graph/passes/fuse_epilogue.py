@@ -9,7 +9,8 @@ inputs, and the program with input 0 standing for the base op's result (a base w
 a LayerNormalization's statistics, stays as it is). The consumer's output must keep the base op's shape (a
 per-channel gate multiplying a bigger tensor is not an epilogue). The lowering (codegen/kernels/fused.py)
 runs the program inside the matmul/conv kernel when each extra input is a scalar, a per-channel or
-per-column vector or an output-shaped tensor, and as a second kernel otherwise.
+per-column vector or an output-shaped tensor, and as a second kernel otherwise. Two rules: the ONNX bases
+and webinfer's own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import onnx_ir as ir
 from ...opschema import WEBINFER_DOMAIN, epilogue_bases
 from ._program import FLOAT_TYPES, Program, bound_count, fusable, use_webinfer_domain
 from ._util import install
+from .rules import Match, Rule, pass_of
 
 BASES = epilogue_bases()  # MatMul -> (FusedMatMul, 2 inputs), Gemm, Conv, Resize, the norms
 # webinfer's quantized matmul (graph/quantize.py: x, words, block params, bias) and the image prologue's
@@ -55,36 +57,46 @@ def _program_of(node: ir.Node) -> tuple[Program, list[ir.Value]] | None:
     return Program.from_nodes([node], inputs), inputs
 
 
-def fuse(graph: ir.Graph, base: ir.Node) -> bool:
+def _pattern(base: ir.Node) -> Match | None:
+    """The base op -> its one consumer, an elementwise node of our table or a FusedElementwise program."""
+    consumer = _consumer(base.outputs[0])
+    found = _program_of(consumer) if consumer is not None and consumer.graph is base.graph else None
+    if found is None:
+        return None
+    program, inputs = found
+    return Match([base, consumer], {"base": base, "consumer": consumer, "program": program, "inputs": inputs})
+
+
+def _condition(m: Match) -> bool:
+    """A float result of the base op read by the program alone (no other output read, a LayerNormalization's
+    statistics), the program's result of the same shape and dtype, its extra inputs within the bindings."""
+    base, consumer = m["base"], m["consumer"]
+    out = base.outputs[0]
+    if any(o.uses() or o.is_graph_output() for o in base.outputs[1:]) or out.dtype not in FLOAT_TYPES:
+        return False
+    if not _same_shape(out, consumer.outputs[0]):
+        return False
+    extras = [v for v in m["inputs"] if v is not out]
+    return bound_count(extras) <= MAX_EXTRA_BOUND and consumer.outputs[0].dtype == out.dtype
+
+
+def _replacement(model: ir.Model, m: Match) -> None:
+    base, consumer, inputs = m["base"], m["consumer"], m["inputs"]
     name, n_base = (WEBINFER_BASES if base.domain == WEBINFER_DOMAIN else BASES)[base.op_type]
     out = base.outputs[0]
-    if any(o.uses() or o.is_graph_output() for o in base.outputs[1:]):  # (a LayerNormalization's statistics)
-        return False
-    consumer = _consumer(out) if out.dtype in FLOAT_TYPES else None
-    found = _program_of(consumer) if consumer is not None and consumer.graph is graph else None
-    if found is None or not _same_shape(out, consumer.outputs[0]):
-        return False
-    program, inputs = found
     extras = [v for v in inputs if v is not out]
-    if bound_count(extras) > MAX_EXTRA_BOUND or consumer.outputs[0].dtype != out.dtype:
-        return False
     mapping = [0 if v is out else 1 + extras.index(v) for v in inputs]
-    program = program.remap(mapping, 1 + len(extras))
+    program = m["program"].remap(mapping, 1 + len(extras))
     base_inputs = list(base.inputs) + [None] * (n_base - len(base.inputs))
     attrs = [ir.Attr(k, a.type, a.value) for k, a in base.attributes.items()] + program.to_attributes()
     fused = ir.Node(WEBINFER_DOMAIN, name, base_inputs + extras, attributes=attrs,
                     name=base.name or consumer.name, num_outputs=1)
-    install(graph, fused, consumer, consumer.outputs, [consumer, base])  # (the extras may come after the base op)
-    return True
+    install(model.graph, fused, consumer, consumer.outputs, [consumer, base])  # (extras may come after the base)
+    use_webinfer_domain(model)
 
 
-def run(model: ir.Model) -> int:
-    graph = model.graph
-    count = 0
-    for node in list(graph):
-        own = node.domain == WEBINFER_DOMAIN and node.op_type in WEBINFER_BASES
-        if node.graph is graph and (own or node.domain in ("", "ai.onnx") and node.op_type in BASES):
-            if fuse(graph, node):
-                use_webinfer_domain(model)
-                count += 1
-    return count
+EPILOGUE = Rule("epilogue", tuple(BASES), _pattern, _condition, _replacement)
+OWN_EPILOGUE = Rule("own_epilogue", tuple(WEBINFER_BASES), _pattern, _condition, _replacement,
+                    domains=(WEBINFER_DOMAIN,))
+RULES = (EPILOGUE, OWN_EPILOGUE)
+run = pass_of(*RULES)

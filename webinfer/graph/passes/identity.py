@@ -11,6 +11,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import IdentityEliminationPass
 
 from ._util import count_nodes, replace_value, same_known_shape
+from .rules import Match, Rule, apply
 
 
 class _ScopedIdentityElimination(IdentityEliminationPass):
@@ -28,13 +29,28 @@ class _ScopedIdentityElimination(IdentityEliminationPass):
         return super()._try_eliminate_identity_node(node)
 
 
+def _view(node: ir.Node) -> Match | None:
+    x = node.inputs[0] if node.inputs else None
+    return Match([node], {"node": node, "x": x}) if x is not None else None
+
+
+def _same_shape(m: Match) -> bool:
+    """The result's shape is the input's, known dim by dim."""
+    return same_known_shape(m["x"].shape, m["node"].outputs[0].shape)
+
+
+def _drop(model: ir.Model, m: Match) -> bool:
+    if not replace_value(model.graph, m["node"].outputs[0], m["x"]):
+        return False
+    model.graph.remove(m["node"], safe=True)  # the target shape's producers go with dce
+    return True
+
+
+NOOP_VIEW = Rule("noop_view", ("Expand", "Reshape"), _view, _same_shape, _drop)
+
+
 def run(model: ir.Model) -> int:
     before = count_nodes(model)
     _ScopedIdentityElimination()(model)
-    graph = model.graph
-    for node in list(graph):
-        x = node.inputs[0] if node.inputs else None
-        if node.op_type in ("Expand", "Reshape") and node.domain in ("", "ai.onnx") and x is not None and \
-                same_known_shape(x.shape, node.outputs[0].shape) and replace_value(graph, node.outputs[0], x):
-            graph.remove(node, safe=True)  # the target shape's producers go with dce
+    apply(model, [NOOP_VIEW])
     return before - count_nodes(model)

@@ -1,4 +1,4 @@
-"""Two packed matmuls of the same input, one read only by the other's epilogue -> ``webinfer.PairedMatMulQ``.
+"""Two packed matmuls of the same input, one read only by the other's epilogue -> ``webinfer.PairedMatMulQ`` (a rule).
 
 A gated MLP (LLaMA's SwiGLU, Gemma's GeGLU, T5's gated-gelu) computes ``act(x @ Wg) * (x @ Wu)``: after
 fuse_epilogue one projection is a ``FusedMatMulQ`` whose program reads the other's result. As two kernels a
@@ -21,6 +21,7 @@ import onnx_ir as ir
 from ...opschema import WEBINFER_DOMAIN
 from ._program import Program
 from ._util import install
+from .rules import Match, Rule, pass_of
 
 BASE = 5  # x, words, block parameters, bias, norm scale (opschema: MatMulQ's base inputs)
 SAME_ATTRS = ("format", "k", "n", "block")
@@ -34,29 +35,33 @@ def _padded(node: ir.Node) -> list:
     return list(node.inputs[:BASE]) + [None] * (BASE - min(len(node.inputs), BASE))
 
 
-def _partner(node: ir.Node, extra: ir.Value) -> ir.Node | None:
-    """The plain MatMulQ producing ``extra`` that can join ``node``, or None."""
-    base = extra.producer()
-    if base is None or base.domain != WEBINFER_DOMAIN or base.op_type != "MatMulQ" or base.graph is not node.graph:
-        return None
-    if extra.is_graph_output() or len(extra.uses()) != 1 or base.inputs[0] is not node.inputs[0]:
-        return None
+def _pattern(node: ir.Node):
+    """A program input of ``node`` produced by a plain MatMulQ of the same x, read by nothing else: one match
+    per such input, in input order."""
+    for at, extra in enumerate(node.inputs[BASE:]):
+        base = extra.producer() if extra is not None else None
+        if base is None or base.domain != WEBINFER_DOMAIN or base.op_type != "MatMulQ" or base.graph is not node.graph:
+            continue
+        if extra.is_graph_output() or len(extra.uses()) != 1 or base.inputs[0] is not node.inputs[0]:
+            continue
+        yield Match([base, node], {"node": node, "partner": base, "at": at})
+
+
+def _condition(m: Match) -> bool:
+    """The same format, k, n and block; no absorbed norm on either; not a model's float16 weights (the paired
+    GEMV has no such variant)."""
+    node, base = m["node"], m["partner"]
     mine, theirs = _padded(node), _padded(base)
     if mine[4] is not None or theirs[4] is not None or "norm_epsilon" in base.attributes:
-        return None
-    if _attrs(base) != _attrs(node) or "norm_epsilon" in node.attributes:
-        return None
-    if _attrs(node).get("format") == "f16":  # (a model's float16 weights: the paired GEMV has no such variant)
-        return None
-    return base
-
-
-def pair(graph: ir.Graph, node: ir.Node) -> bool:
-    extras = list(node.inputs[BASE:])
-    found = next(((i, p) for i, v in enumerate(extras) if v is not None and (p := _partner(node, v))), None)
-    if found is None:
         return False
-    at, partner = found
+    if _attrs(base) != _attrs(node) or "norm_epsilon" in node.attributes:
+        return False
+    return _attrs(node).get("format") != "f16"
+
+
+def _replacement(model: ir.Model, m: Match) -> None:
+    node, partner, at = m["node"], m["partner"], m["at"]
+    extras = list(node.inputs[BASE:])
     others = extras[:at] + extras[at + 1:]
     program = Program.from_node(node, 1 + len(extras))
     mapping = [0] + [1 if i == at else 2 + i - (i > at) for i in range(len(extras))]
@@ -66,13 +71,10 @@ def pair(graph: ir.Graph, node: ir.Node) -> bool:
              if name in SAME_ATTRS] + program.to_attributes()
     paired = ir.Node(WEBINFER_DOMAIN, "PairedMatMulQ", _padded(node) + [words2, params2, bias2] + others,
                      attributes=attrs, name=node.name, num_outputs=1)
-    install(graph, paired, node, list(node.outputs), [node, partner])
-    return True
+    install(model.graph, paired, node, list(node.outputs), [node, partner])
 
 
-def run(model: ir.Model) -> int:
-    count = 0
-    for node in list(model.graph):
-        if node.domain == WEBINFER_DOMAIN and node.op_type == "FusedMatMulQ" and node.graph is model.graph:
-            count += pair(model.graph, node)
-    return count
+PAIR_MATMULS = Rule("pair_matmuls", ("FusedMatMulQ",), _pattern, _condition, _replacement,
+                    domains=(WEBINFER_DOMAIN,))
+RULES = (PAIR_MATMULS,)
+run = pass_of(*RULES)

@@ -1,4 +1,4 @@
-"""A projection written flatten -> 2-D matmul -> unflatten becomes one MatMul over the leading dims:
+"""A projection written flatten -> 2-D matmul -> unflatten becomes one MatMul over the leading dims (a rule):
 
     Reshape(x [*lead, k] -> [m, k]) -> Gemm/MatMul(W [k, n], bias?) -> Reshape([*lead, n])
     ==>  MatMul(x, W) [+ bias]
@@ -27,6 +27,7 @@ from ._util import (
     same_known_shape,
     sole_consumer,
 )
+from .rules import Match, Rule, pass_of
 
 
 def _flat_input(node: ir.Node) -> ir.Value | None:
@@ -37,16 +38,19 @@ def _flat_input(node: ir.Node) -> ir.Value | None:
     return flat.inputs[0] if isinstance(node.inputs[0].shape[-1], int) else None
 
 
-def _leading_view(graph: ir.Graph, x: ir.Value, lead: list, k: int, before: ir.Node) -> ir.Value | None:
-    """x [*lead, *tail] with prod(tail) = k, as [*lead, k]: x itself, or a Reshape of it (a view; heads merged
-    back to the hidden size, [b, s, h, d] -> [b, s, h * d]); None when x does not start with ``lead``."""
+def _leads(x: ir.Value, lead: list, k: int) -> bool:
+    """x is [*lead, *tail] with prod(tail) = k."""
     if x.shape is None or len(x.shape) <= len(lead):
-        return None
+        return False
     tail = x.shape.dims[len(lead):]
-    if not same_known_shape(ir.Shape(x.shape.dims[:len(lead)]), ir.Shape(lead)) or \
-            not all(isinstance(d, int) for d in tail) or int(np.prod(tail)) != k:
-        return None
-    if len(tail) == 1:
+    return same_known_shape(ir.Shape(x.shape.dims[:len(lead)]), ir.Shape(lead)) and \
+        all(isinstance(d, int) for d in tail) and int(np.prod(tail)) == k
+
+
+def _leading_view(graph: ir.Graph, x: ir.Value, lead: list, k: int, before: ir.Node) -> ir.Value:
+    """x [*lead, *tail] (``_leads``) as [*lead, k]: x itself, or a Reshape of it (a view; heads merged back to
+    the hidden size, [b, s, h, d] -> [b, s, h * d])."""
+    if len(x.shape) == len(lead) + 1:
         return x
     target = new_initializer(graph, np.array([0] * len(lead) + [k], np.int64), "leading_view")
     view = ir.Node("", "Reshape", [x, target], num_outputs=1)
@@ -78,20 +82,30 @@ def _weight(node: ir.Node) -> tuple[np.ndarray, ir.Value | None] | None:
     return w, bias
 
 
-def unflatten(graph: ir.Graph, node: ir.Node) -> bool:
+def _pattern(node: ir.Node) -> Match | None:
+    """Reshape(x) to 2-D -> MatMul/Gemm -> Reshape, each intermediate read by the next node alone."""
     x = _flat_input(node)
-    found = _weight(node) if x is not None else None
-    back = sole_consumer(node.outputs[0]) if found is not None else None
+    back = sole_consumer(node.outputs[0]) if x is not None else None
     if back is None or back.op_type != "Reshape" or back.domain not in ("", "ai.onnx"):
+        return None
+    return Match([node.inputs[0].producer(), node, back], {"x": x, "node": node, "back": back})
+
+
+def _condition(m: Match) -> bool:
+    """A constant float W (a plain Gemm: alpha = beta = 1, A not transposed, a bias of W's columns), a result
+    of rank >= 3 and n columns whose leading dims are x's."""
+    found = _weight(m["node"])
+    out = m["back"].outputs[0]
+    if found is None or out.shape is None or len(out.shape) < 3 or out.shape[-1] != found[0].shape[1]:
         return False
-    w, bias = found
+    m.values["w"], m.values["bias"] = found
+    return _leads(m["x"], list(out.shape.dims[:-1]), found[0].shape[0])
+
+
+def _replacement(model: ir.Model, m: Match) -> None:
+    graph, node, back, w, bias = model.graph, m["node"], m["back"], m["w"], m["bias"]
     out = back.outputs[0]
-    if out.shape is None or len(out.shape) < 3 or out.shape[-1] != w.shape[1]:
-        return False
-    lead = list(out.shape.dims[:-1])
-    x = _leading_view(graph, x, lead, w.shape[0], back)
-    if x is None:
-        return False
+    x = _leading_view(graph, m["x"], list(out.shape.dims[:-1]), w.shape[0], back)
     weight = node.inputs[1] if node.op_type == "MatMul" or not int_attr(node, "transB", 0) else \
         new_initializer(graph, w, f"{node.inputs[1].name}_t")
     mm = ir.Node("", "MatMul", [x, weight], name=node.name or None, num_outputs=1)
@@ -107,10 +121,8 @@ def unflatten(graph: ir.Graph, node: ir.Node) -> bool:
     flat = node.inputs[0].producer()
     for dead in (back, node, flat):
         graph.remove(dead, safe=True)
-    return True
 
 
-def run(model: ir.Model) -> int:
-    graph = model.graph
-    return sum(unflatten(graph, node) for node in list(graph)
-               if node.op_type in ("MatMul", "Gemm") and node.domain in ("", "ai.onnx") and node.graph is graph)
+UNFLATTEN_MATMUL = Rule("unflatten_matmul", ("MatMul", "Gemm"), _pattern, _condition, _replacement)
+RULES = (UNFLATTEN_MATMUL,)
+run = pass_of(*RULES)

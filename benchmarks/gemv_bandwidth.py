@@ -79,7 +79,7 @@ def gemv_case(dev, k: int, n: int, fmt: str | None, repeat: int) -> tuple[tuple,
     with tempfile.TemporaryDirectory() as d:
         build_case(k, n, fmt, d)
         art = Artifact.load(d)
-        m = program_view(art.manifest, choose_program(art.manifest, dev.facts()).index)  # the session's choice
+        m = program_view(art.manifest, choose_program(art.spec, dev.facts()).index)  # the session's choice
         steps = [s for s in m["steps"] if s["label"].split(" ")[0].split(":")[-1] in ("MatMul", "MatMulQ")]
         assert len(steps) == 1, [s["label"] for s in m["steps"]]
         step = steps[0]
@@ -92,7 +92,7 @@ def gemv_case(dev, k: int, n: int, fmt: str | None, repeat: int) -> tuple[tuple,
             if t["kind"] == "weight":
                 weight_bytes += nbytes
                 for shard, off, cnt, dst in t["chunks"]:
-                    dev.write_buffer(buf, dst, art.read(m["shards"][shard])[off:off + cnt])
+                    dev.write_buffer(buf, dst, art.read_shard(shard)[off:off + cnt])
             bufs.append((buf, 0, max(16, nbytes)))
         probe = bufs[-1][0]  # the output
         if step["uniforms"]:  # sizes live in a uniform buffer (the session's layout: after the storage buffers)

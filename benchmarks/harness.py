@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from . import spec as S
-from .native import SWIFTSHADER_ICD, worker_command
+from .native import SWIFTSHADER_ICD, prebuild_baseline, worker_command
 from .roofline import model_work
 
 NATIVE = ["webinfer", "webinfer-swiftshader", "ort-cpu", "ort-webgpu"]
@@ -354,6 +354,9 @@ def run(out_dir: str, quick: bool = False, engines: list[str] | None = None,
             log(f"{sp.name}: {sp.reference_error}")
     log(f"references from onnxruntime CPU: {time.perf_counter() - t_start:.0f} s")
     build_artifacts(specs, log)
+    for rev, root in settings.baseline.items():  # the baseline's builds, before any timed pass
+        prebuild_baseline(f"webinfer@{rev}", [dict(S.job(sp, settings), quantize=sp.quantize, baseline_cache=root)
+                                              for sp in specs if sp.artifact], root, log)
     rows = []
     with tempfile.TemporaryDirectory(prefix="webinfer-bench-") as tmp:
         rows += run_natives([e for e in engines if is_native(e)], specs, settings, tmp, log)

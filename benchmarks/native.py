@@ -132,6 +132,44 @@ def baseline_artifact(engine: str, job: dict) -> str:
     return folder
 
 
+def prebuild_baseline(engine: str, jobs: list[dict], root: str, log) -> None:
+    """Build the jobs' models with the baseline checkout's compiler (its worker, ``--build-only``) before any
+    timed pass. Built inside a timed job, a build longer than the job's limit was killed every pass (and a
+    pass that built one counted its build against the limit), so those models never got a baseline cell."""
+    with tempfile.TemporaryDirectory(prefix="webinfer-baseline-build-") as tmp:
+        jobs_path, out_path = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
+        with open(jobs_path, "w") as f:
+            json.dump(jobs, f)
+        cmd, env = worker_command(engine, jobs_path, out_path, os.path.join(root, "src"))
+        proc = subprocess.run(cmd + ["--build-only"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+        try:
+            with open(out_path) as f:
+                results = json.load(f)
+        except (OSError, ValueError):
+            results = []
+    for r in results:
+        log(f"{engine}: {r['model']}: " + (f"build failed: {r['error']}" if "error" in r else
+                                            f"artifact ready in {r['seconds']:.1f} s (built, or cached)"))
+    if proc.returncode != 0:
+        log(f"{engine}: the build worker failed: {(proc.stderr or '').strip().splitlines()[-1:] or 'no output'}")
+
+
+def build_only(engine_name: str, jobs: list[dict], out_path: str) -> None:
+    """``--build-only``: each job's baseline artifact (``baseline_artifact``), timed; nothing is run."""
+    results = []
+    for job in jobs:
+        t0 = time.perf_counter()
+        try:
+            baseline_artifact(engine_name, job)
+            results.append({"model": job["model"], "seconds": time.perf_counter() - t0})
+        except Exception as e:
+            traceback.print_exc()
+            results.append({"model": job["model"], "error": f"{type(e).__name__}: {str(e)[:200]}"})
+    with open(out_path, "w") as f:
+        json.dump(results, f)
+
+
 def run_jobs(engine_name: str, jobs: list[dict], out_path: str) -> None:
     """Each job's result, or its error as one line; a failing model never stops the next. The results so far
     are rewritten after each job, so a worker killed on its time limit still reports what it finished.
@@ -206,7 +244,7 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, argv[argv.index("--webinfer-from") + 1])
     with open(jobs_path) as f:
         jobs = json.load(f)
-    run_jobs(engine, jobs, out_path)
+    (build_only if "--build-only" in argv else run_jobs)(engine, jobs, out_path)
     return 0
 
 

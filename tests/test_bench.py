@@ -102,6 +102,7 @@ def test_baseline_revision_and_forced_class(tmp_path, monkeypatch):
     assert "gpu class" in cell["webinfer-gpu"]["adapter"] and cell["webinfer"]["adapter"].endswith(
         ("software class", "software-subgroups class"))
     (built,) = (tmp_path / "cache").glob("baseline-*/tiny/manifest.json")  # by the baseline's own build()
+    assert any(line.startswith("webinfer@HEAD: tiny: artifact ready") for line in logs), logs  # before the passes
     assert json.loads(built.read_text())["producer"].startswith("webinfer")
     text = (out / "bench.md").read_text()
     assert "- webinfer vs webinfer@HEAD: tiny latency: " in text

@@ -1,6 +1,6 @@
 """webinfer's imports flow one way: no module imports itself back through others (a cycle), neither does a
 subpackage (runtime/ -> llm/ -> runtime/ is one, whichever modules carry it), the run side (runtime/, llm/,
-format/, artifact.py, page.py) imports only run-side and shared standard-library modules, never the builder,
+format/, tasks/, artifact.py, page.py) imports only run-side and shared standard-library modules, never the builder,
 and graph/ never imports codegen/. Read from the source with `ast`, so imports inside functions count as much
 as those at the top (tests/runtime/test_stdlib_only.py runs the run side with numpy, onnx, ... unimportable)."""
 
@@ -16,7 +16,7 @@ PKG = os.path.dirname(os.path.abspath(webinfer.__file__))
 
 # What the run side (it runs in Pyodide, standard library only) may import from webinfer.
 RUN_SIDE = ("webinfer.runtime", "webinfer.llm", "webinfer.format", "webinfer.artifact", "webinfer.page",
-            "webinfer.page_cpu", "webinfer.page_recover")
+            "webinfer.page_cpu", "webinfer.page_recover", "webinfer.tasks")
 SHARED = ("webinfer", "webinfer.errors", "webinfer.dtypes", "webinfer.dims")
 
 

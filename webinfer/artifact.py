@@ -22,7 +22,7 @@ import weakref
 
 from .errors import WebinferError
 from .format.manifest import check_step_shader, parse_manifest
-from .format.schema import FORMAT, VERSION, Manifest, WeightPacker
+from .format.schema import FORMAT, VERSION, FileEntry, Manifest, WeightPacker
 
 _SAFE_PATH = re.compile(r"^(shaders|weights|assets)/(?!\.\.?$)[A-Za-z0-9_.-]+$")
 MANIFEST = "manifest.json"
@@ -219,9 +219,9 @@ class Artifact:
         except OSError:
             raise WebinferError(f"{full}: missing or unreadable") from None
 
-    def read(self, entry: dict) -> bytes:
+    def read(self, entry: FileEntry) -> bytes:
         """Read one file named by the manifest, checking its size and sha256."""
-        rel = entry["file"]
+        rel = entry.file
         full = self.file_path(rel)
         try:
             with open(full, "rb") as f:
@@ -242,8 +242,8 @@ class Artifact:
     def files(self) -> list[str]:
         """Every file that makes up the artifact (relative paths): the manifest, its sha256 and the files it
         names."""
-        m = self.manifest
-        named = [e["file"] for e in m["shaders"]] + [e["file"] for e in m["shards"]] + list(m["assets"])
+        m = self.spec
+        named = [e.file for e in m.shaders] + [e.file for e in m.shards] + list(m.assets)
         files = [MANIFEST, MANIFEST_SHA, *named]
         for rel in files:
             self.file_path(rel)
@@ -253,21 +253,30 @@ class Artifact:
         """One shader's source, checked: its bytes (sha256), UTF-8, and its bindings and uniforms against every
         step that runs it (a session reads only its program's shaders)."""
         if index not in self._checked_shaders:
-            entry = self.manifest["shaders"][index]
+            entry = self.spec.shaders[index]
             self._checked_shaders[index] = shader_text(self.read(entry), self.spec, index,
-                                                       self.file_path(entry["file"]))
+                                                       self.file_path(entry.file))
         return self._checked_shaders[index]
 
     def shader_sources(self) -> list[str]:
-        return [self.shader(i) for i in range(len(self.manifest["shaders"]))]
+        return [self.shader(i) for i in range(len(self.spec.shaders))]
+
+    def read_shard(self, index: int) -> bytes:
+        """Weight shard ``index``'s bytes, checked."""
+        return self.read(self.spec.shards[index])
+
+    def read_asset(self, name: str) -> bytes | None:
+        """The asset ``assets/<name>``'s bytes, checked; None when the artifact has none by that name."""
+        entry = self.spec.assets.get(f"assets/{name}")
+        return None if entry is None else self.read(entry)
 
     def verify_all(self) -> None:
         """Everything a run of any program would check in the files: every shard's and asset's bytes, every
         shader's bytes, text, bindings and uniforms."""
         self.shader_sources()
-        for entry in self.manifest["shards"]:
+        for entry in self.spec.shards:
             self.read(entry)
-        for entry in self.manifest["assets"].values():
+        for entry in self.spec.assets.values():
             self.read(entry)
 
 
@@ -312,10 +321,10 @@ def program_view(manifest: dict, index: int) -> dict:
                 program=p, program_index=index)
 
 
-def verify(entry: dict, data: bytes, name: str) -> None:
-    if len(data) != entry["bytes"]:
+def verify(entry: FileEntry, data: bytes, name: str) -> None:
+    if len(data) != entry.bytes:
         raise WebinferError(
-            f"{name}: file is {len(data)} bytes, the manifest expects {entry['bytes']} (truncated or altered)"
+            f"{name}: file is {len(data)} bytes, the manifest expects {entry.bytes} (truncated or altered)"
         )
-    if sha256(data) != entry["sha256"]:
+    if sha256(data) != entry.sha256:
         raise WebinferError(f"{name}: sha256 does not match the manifest (file altered or corrupt)")

@@ -19,6 +19,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from .build import build
+from .format.schema import to_json
 from .opschema import HOST_MAX_ELEMENTS, host_inputs, integer_host_ops
 from .runtime.inference import InferenceSession
 
@@ -100,8 +101,8 @@ class WebinferRep(BackendRep):
                 build(self.model, out_dir, input_values=baked, target=self.target, generation=False,
                       nested_inputs=nested)
                 session = InferenceSession(out_dir)
-                self.placement = session.program["placement"]
-                self._sessions[key] = (session, session.artifact.manifest.get("groups") or {})
+                self.placement = to_json(session.program.placement)  # (rows as the manifest's JSON has them)
+                self._sessions[key] = (session, session.artifact.spec.groups)
             finally:
                 shutil.rmtree(out_dir, ignore_errors=True)
         session, groups = self._sessions[key]

@@ -124,7 +124,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise WebinferError(f"{out_dir} exists and is not a directory")
     pyodide_src, base_url = resolve_pyodide(pyodide, pyodide_url)
-    ort_src = ort_web_dir(ort_web) if CPU_MODEL in art.manifest.get("assets", {}) else None
+    ort_src = ort_web_dir(ort_web) if CPU_MODEL in art.spec.assets else None
     os.makedirs(out_dir, exist_ok=True)
     site_json = os.path.join(out_dir, "site.json")
     site = {"pages": []}
@@ -151,7 +151,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     for f in files or []:
         shutil.copyfile(f, os.path.join(page, os.path.basename(f)))
     _copy_artifact(art, art_files, os.path.join(page, "artifact"))
-    nested = (art.manifest.get("seq2seq") or {}).get("encoder")  # an encoder-decoder's encoder (graph/seq2seq.py)
+    nested = art.spec.seq2seq.encoder if art.spec.seq2seq else None  # an encoder-decoder's encoder (graph/seq2seq.py)
     if nested:
         enc = Artifact.load(os.path.join(artifact_dir, nested))
         _copy_artifact(enc, enc.files(), os.path.join(page, "artifact", nested))

@@ -64,7 +64,8 @@ def cmd_segment(args) -> int:
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
         raise WebinferError(f"-o {args.output}: the folder {out_dir} does not exist")
-    mode = (Artifact.load(args.artifact).manifest.get("segment") or {}).get("mode")
+    segment = Artifact.load(args.artifact).spec.segment
+    mode = segment.mode if segment else None
     task = "background-removal" if mode == "matte" else "image-segmentation"
     out = pipeline(task, args.artifact)(args.image)
     size = (out["width"], out["height"])

@@ -83,7 +83,7 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
         t = spec.tensors[io.tensor]
         return [io.name, t.dtype, "[" + ", ".join(D.json_text(d) for d in t.shape) + "]"]
 
-    choice, no_choice = _choice_here(art.manifest)
+    choice, no_choice = _choice_here(spec)
     index = choice.index if choice else 0
     p = spec.programs[index]
     io = [["input"] + desc(i) for i in spec.inputs] + [["output"] + desc(o) for o in p.outputs]
@@ -105,7 +105,7 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
            + ", ".join(f"{k} {v}" for k, v in sorted(where.items())) + ")",
            *_shape_lines(spec, p),
            "", _table(io, ["", "name", "dtype", "shape"]), "",
-           report_table(build_report(art.manifest, dim_values, index, spec=spec)), "",
+           report_table(build_report(spec, dim_values, index)), "",
            _table(sorted(kernels.items(), key=lambda kv: -kv[1]), ["kernel", "dispatches"])]
     return "\n".join(out)
 
@@ -130,7 +130,7 @@ def verify_artifact(art) -> str:
     return f"verified: {files} files (sha256), {len(art.spec.shaders)} shaders compiled"
 
 
-def _choice_here(manifest: dict):
+def _choice_here(spec):
     """(the program this machine's native adapter would run, None) or (None, why there is none)."""
     from .runtime.select import choose_program
 
@@ -141,14 +141,14 @@ def _choice_here(manifest: dict):
     except Exception as e:  # no wgpu or no adapter: inspect still describes the artifact
         return None, f"no WebGPU adapter ({type(e).__name__})"
     try:
-        return choose_program(manifest, facts), None
+        return choose_program(spec, facts), None
     except WebinferError as e:
         return None, str(e)
 
 
 def _shape_lines(m, program) -> list[str]:
-    """Bounded dims, run-time guards on the dims, and the image prologue / task epilogues (the typed manifest
-    and the program shown; the prologue's and epilogues' fields are JSON objects in the schema too)."""
+    """Bounded dims, run-time guards on the dims, and the image/audio prologue and task epilogues (the typed
+    manifest and the program shown)."""
     lines = []
     if m.bounds:
         lines.append("bounded dims (buffers planned for the bound): "
@@ -159,30 +159,31 @@ def _shape_lines(m, program) -> list[str]:
         lines.append(f"checked when their If branch runs: {len(program.branch_guards)} condition(s) on the dims")
     if m.preprocess:
         p = m.preprocess
-        box = f", letterbox {p['letterbox']} ({p['align']}, pad {p['pad_value']:g})" if "letterbox" in p else ""
-        lines.append(f"image prologue: input {p['image']!r} (RGBA8 pixels packed in uint32, any size) -> "
-                     f"{p['input']!r}: resize {p.get('shorter') or p.get('size') or 'none'}{box}, crop "
-                     f"{p.get('crop') or 'none'}, {p['channels']}, {p['layout']}")
+        box = f", letterbox {list(p.letterbox)} ({p.align}, pad {p.pad_value:g})" if p.letterbox else ""
+        resize = p.shorter or (list(p.size) if p.size else "none")
+        lines.append(f"image prologue: input {p.image!r} (RGBA8 pixels packed in uint32, any size) -> "
+                     f"{p.input!r}: resize {resize}{box}, crop "
+                     f"{list(p.crop) if p.crop else 'none'}, {p.channels}, {p.layout}")
     if m.audio:
         a = m.audio
-        what = (f"log-mel {a['mel_bins']} x {a['n_samples'] // a['hop_length']}" if a["features"] == "log_mel" else
-                f"waveform{' normalised' if a.get('normalize') else ''}")
-        lines.append(f"audio prologue: input {a['audio']!r} (float32 PCM [channels, samples], rate {a['rate_dim']!r} "
-                     f"per run) -> {a['sampling_rate']} Hz, {what} -> {a['input']!r}")
+        what = (f"log-mel {a.mel_bins} x {a.n_samples // a.hop_length}" if a.features == "log_mel" else
+                f"waveform{' normalised' if a.normalize else ''}")
+        lines.append(f"audio prologue: input {a.audio!r} (float32 PCM [channels, samples], rate {a.rate_dim!r} "
+                     f"per run) -> {a.sampling_rate} Hz, {what} -> {a.input!r}")
     if m.classify:
         c = m.classify
-        lines.append(f"classification epilogue: top {c['top_k']} of {c['output']!r}"
-                     f"{' after softmax' if c['softmax'] else ''} -> {c['scores']!r}, {c['indices']!r}"
-                     f"{', labels ' + c['labels'] if c.get('labels') else ''}")
+        lines.append(f"classification epilogue: top {c.top_k} of {c.output!r}"
+                     f"{' after softmax' if c.softmax else ''} -> {c.scores!r}, {c.indices!r}"
+                     f"{', labels ' + c.labels if c.labels else ''}")
     if m.detect:
         d = m.detect
-        lines.append(f"detection epilogue ({d['head']} head {d['output']!r}): score > {d['score_threshold']:g}, "
-                     f"class-aware NMS at IoU {d['iou_threshold']:g}, at most {d['max_detections']} boxes -> "
-                     f"{d['detections']!r}, {d['count']!r}{', labels ' + d['labels'] if d.get('labels') else ''}")
+        lines.append(f"detection epilogue ({d.head} head {d.output!r}): score > {d.score_threshold:g}, "
+                     f"class-aware NMS at IoU {d.iou_threshold:g}, at most {d.max_detections} boxes -> "
+                     f"{d.detections!r}, {d.count!r}{', labels ' + d.labels if d.labels else ''}")
     if m.segment:
         g = m.segment
-        outs = [g[k] for k in ("segments", "matte", "cutout") if k in g]
-        lines.append(f"mask epilogue ({g['mode']} of {g['output']!r}, resized to the image) -> "
+        outs = [o for o in (g.segments, g.matte, g.cutout) if o is not None]
+        lines.append(f"mask epilogue ({g.mode} of {g.output!r}, resized to the image) -> "
                      f"{', '.join(repr(o) for o in outs)}")
     return lines
 

@@ -13,6 +13,7 @@ import json
 
 from .artifact import CPU_MODEL, MANIFEST_SHA, parse_manifest_bytes, sha256, shader_text, verify
 from .errors import WebinferError
+from .format.schema import to_json
 from .llm.constrain import with_constraint
 from .llm.openai_api import model_name
 from .runtime import audio, vision, vision_tasks
@@ -41,15 +42,15 @@ class PageSession:
         raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
         manifest, spec = parse_manifest_bytes(raw, sha, base + "manifest.json")
         gpu = gpu or BrowserDevice(adapter, device)
-        choice = choose_program(manifest, gpu.facts(), kernel_class)
-        shaders: list = [None] * len(manifest["shaders"])  # only the chosen program's are fetched
-        for i in sorted({s["shader"] for s in manifest["programs"][choice.index]["steps"]}):
-            entry = manifest["shaders"][i]
-            data = await fetch_bytes(base + entry["file"])
-            verify(entry, data, base + entry["file"])
-            shaders[i] = shader_text(data, spec, i, base + entry["file"])
+        choice = choose_program(spec, gpu.facts(), kernel_class)
+        shaders: list = [None] * len(spec.shaders)  # only the chosen program's are fetched
+        for i in sorted({s.shader for s in spec.programs[choice.index].steps}):
+            entry = spec.shaders[i]
+            data = await fetch_bytes(base + entry.file)
+            verify(entry, data, base + entry.file)
+            shaders[i] = shader_text(data, spec, i, base + entry.file)
         assets = {}
-        for rel, entry in manifest.get("assets", {}).items():
+        for rel, entry in spec.assets.items():
             if rel == CPU_MODEL:  # the CPU path's (worker.mjs runs it without Python)
                 continue
             data = await fetch_bytes(base + rel)
@@ -83,9 +84,9 @@ class PageSession:
     async def run(self, feeds: dict[str, HostTensor], outputs: list[str] | None = None,
                   dims: dict | None = None) -> dict[str, HostTensor]:
         """``dims``: values of dims no input carries (an audio prologue's sample rate: ``runtime/audio.py``)."""
-        feeds, dims = audio.pack_audio(self.core.manifest, feeds, dims)
+        feeds, dims = audio.pack_audio(self.core.spec, feeds, dims)
         results = await self.core.run_async(outputs, feeds, dims)
-        names = outputs or [io["name"] for io in self.core.manifest["outputs"]]
+        names = outputs or [io.name for io in self.core.program.outputs]
         return dict(zip(names, results))
 
     def tokenizer(self):
@@ -161,14 +162,14 @@ class WorkerHost:
 
         kclass = _py(kernel_class) or None
         dec = await PageSession.open(artifact_url, self.adapter, self.device, weight_pairs, self.gpu, kclass)
-        spec = dec.core.manifest.get("seq2seq")
-        if spec is None:
+        join = dec.core.spec.seq2seq
+        if join is None:
             raise WebinferError("not an encoder-decoder artifact (its manifest has no seq2seq block)")
-        enc = await PageSession.open(dec.url + spec["encoder"] + "/", self.adapter, self.device, encoder_pairs,
+        enc = await PageSession.open(dec.url + join.encoder + "/", self.adapter, self.device, encoder_pairs,
                                      self.gpu, kclass)
         gen = Seq2SeqGenerator(enc.core, dec.core, dec.tokenizer() if "tokenizer.json" in dec.assets else None)
         info = _describe(dec, self.gpu)
-        info.update(max_seq=gen.max_seq, first_tokens=gen.first_tokens, audio=enc.core.manifest.get("audio"),
+        info.update(max_seq=gen.max_seq, first_tokens=gen.first_tokens, audio=to_json(enc.core.spec.audio),
                     encoder_inputs=[_io(i) for i in enc.core.get_inputs()])
         return json.dumps({"handle": self._add(gen), **info})
 
@@ -187,7 +188,7 @@ class WorkerHost:
         (``rate`` 0: its header gives the rate) or float32 PCM at ``rate`` Hz, ``channels`` rows of samples one
         after the other. The sample rate becomes the prologue's rate dim; resampling and log-mel run on the GPU."""
         gen = self._get(handle)
-        prologue = gen.encoder.manifest.get("audio")
+        prologue = gen.encoder.spec.audio
         if prologue is None:
             raise WebinferError("this artifact's encoder takes features, not audio (it was built with --preprocess "
                                 "none): rebuild it without, or feed the features")
@@ -199,7 +200,7 @@ class WorkerHost:
                 "float32", [channels, len(raw) // (4 * channels)], raw)
         else:
             pcm, rate = audio.read_wav(raw)
-        return await self._generate(handle, {prologue["audio"]: pcm, prologue["rate"]: rate}, options_json, on_token)
+        return await self._generate(handle, {prologue.audio: pcm, prologue.rate: rate}, options_json, on_token)
 
     async def _generate(self, handle: int, feeds: dict, options_json: str, on_token) -> str:
         gen = self._get(handle)
@@ -334,7 +335,7 @@ def _describe(session: PageSession, gpu) -> dict:
     return {"inputs": [_io(i) for i in core.get_inputs()], "outputs": [_io(o) for o in core.get_outputs()],
             "adapter": gpu.adapter_name, "tokenizer": "tokenizer.json" in session.assets,
             "kernel_class": core.choice.kernel_class, "kernel_class_why": core.choice.why,
-            "audio": core.manifest.get("audio")}
+            "audio": to_json(core.spec.audio)}  # (the page reads the block as the JSON has it)
 
 
 def _io(info) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import dims as D
 from .dtypes import gpu_nbytes
 from .format.manifest import parse_manifest
-from .format.schema import Manifest
+from .format.schema import Manifest, to_json
 from .format.steps import step_runs
 from .runtime.control_flow import host_reads, loop_ranges
 from .runtime.memory import lifetimes, plan_slots
@@ -25,15 +25,17 @@ def _numel(shape, env) -> int:
     return n
 
 
-def build_report(manifest: dict, dim_values: dict | None = None, program: int = 0, spec: Manifest | None = None
-                 ) -> dict:
+def build_report(manifest: Manifest | dict, dim_values: dict | None = None, program: int = 0) -> dict:
     """The report of one program of the artifact (default: its first, most preferred one). ``manifest``: the
-    JSON object, or one program's view of it (artifact.program_view); ``spec``: its typed form when the caller
-    has it (else it is parsed here)."""
-    if "program_index" in manifest:  # a program's view: the artifact's manifest with that program on top
-        program = manifest["program_index"]
-        manifest = {k: v for k, v in manifest.items() if k not in _VIEW_KEYS}
-    spec = spec if spec is not None else parse_manifest(manifest, "the manifest")
+    typed manifest (``Artifact.spec``), or its JSON object, or one program's view of that
+    (artifact.program_view), parsed here."""
+    if isinstance(manifest, Manifest):
+        spec = manifest
+    else:
+        if "program_index" in manifest:  # a program's view: the artifact's manifest with that program on top
+            program = manifest["program_index"]
+            manifest = {k: v for k, v in manifest.items() if k not in _VIEW_KEYS}
+        spec = parse_manifest(manifest, "the manifest")
     p = spec.programs[program]
     env = {name: int((dim_values or {}).get(name, 1)) for name in spec.dims}
     for name, bound in spec.bounds.items():  # loop counts, --dim lo..hi: sized at their bound
@@ -59,7 +61,7 @@ def build_report(manifest: dict, dim_values: dict | None = None, program: int = 
         "kernel_class": p.kernel_class,
         "shaders": p.shaders,
         "dims": env,
-        "passes": manifest.get("passes", []),
+        "passes": to_json(spec.passes),  # (the report is written as JSON: build --report)
     }
 
 

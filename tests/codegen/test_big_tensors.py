@@ -55,7 +55,7 @@ def test_tied_table_over_one_binding(small_bindings, table, fmt, tmp_path, targe
         out = str(tmp_path / f"t{bool(dims)}.wi")
         build(proto, out, quantize=fmt, target=target, dims=dims)
         sess = InferenceSession(out)
-        shapes = [w["shape"] for w in (sess.artifact.manifest["tensors"][t] for t in sess.program["weights"])]
+        shapes = [w["shape"] for w in (sess.artifact.manifest["tensors"][t] for t in sess.program.weights)]
         assert len(shapes) >= 3 and all(s[0] < VOCAB for s in shapes), shapes  # stored as parts
         weight_bytes = sum(s["bytes"] for s in sess.artifact.manifest["shards"])
         # the gather and the head share them
@@ -87,7 +87,7 @@ def test_untied_f32_head_over_one_binding(small_bindings, tmp_path, target):
         out = str(tmp_path / f"h{bool(dims)}.wi")
         build(proto, out, target=target, dims=dims)
         sess = InferenceSession(out)
-        assert len(sess.program["weights"]) >= 3
+        assert len(sess.program.weights) >= 3
         for s in rows:
             x = np.random.default_rng(s).normal(size=(1, s, WIDTH)).astype(np.float32)
             np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w,

@@ -5,6 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from webinfer.artifact import program_view
 from webinfer.build import build
 from webinfer.errors import WebinferError
 from webinfer.runtime.inference import InferenceSession
@@ -25,7 +26,7 @@ def session(m, tmp_path):
     """The session and the manifest as its program sees it (artifact.program_view)."""
     build(m, str(tmp_path / "a"))
     sess = InferenceSession(str(tmp_path / "a"))
-    return sess, sess._core.manifest
+    return sess, program_view(sess.artifact.manifest, sess.choice.index)
 
 
 def same(sess, m, feeds, rtol=1e-5, reference="onnx"):

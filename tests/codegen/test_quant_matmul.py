@@ -92,7 +92,7 @@ def check_matmul_q(fmt, k, n, tmp_path, target):
     ref_w = unpack_reference(words, params, fmt, k).T
     q8 = KERNEL_CLASSES[target].int8_activations(fmt)
     for sess, shapes, steps in ((gemm, [(1, 1, k), (1, 5, k), (2, 19, k)], 1), (gemv, [(1, 1, k)], 2 if q8 else 1)):
-        labels = [s["label"] for s in sess.program["steps"]]
+        labels = [s.label for s in sess.program.steps]
         assert [lb.split(":")[1] for lb in labels] == ["MatMulQ"] * steps, labels  # int8 activations: x quantized first
         for shape in shapes:
             x = rng.normal(size=shape).astype(np.float32)
@@ -157,9 +157,9 @@ def test_weights_of_different_shapes_share_one_shader(tmp_path, target):
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 96])],
                        [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2")])
     sess = build_quantized(proto, "int8", tmp_path, target, dims={"b": 1, "s": 1})
-    steps = sess.program["steps"]
+    steps = sess.program.steps
     assert len(steps) == (4 if target == "gpu-dp4a" else 2)
-    assert len({s["shader"] for s in steps}) == len(steps) // 2, [s["label"] for s in steps]
+    assert len({s.shader for s in steps}) == len(steps) // 2, [s.label for s in steps]
     x = rng.normal(size=(1, 1, 64)).astype(np.float32)
     want = x @ w1 @ w2
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=0.05, atol=0.05 * np.abs(want).max())
@@ -181,7 +181,7 @@ def test_gemvs_of_one_input_share_its_int8_pass(tmp_path, target):
                         for i, n in enumerate(ns + ns[:1])],
                        [onnx.numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(ws)])
     sess = build_quantized(proto, "int4", tmp_path, target)
-    kinds = [s["label"].split(":")[1] for s in sess.program["steps"]]
+    kinds = [s.label.split(":")[1] for s in sess.program.steps]
     assert kinds.count("FusedMatMulQ") == 2 and kinds.count("MatMulQ") == 4, kinds  # 4 GEMVs, 2 x passes
     x = rng.normal(size=(1, k)).astype(np.float32)
     res = rng.normal(size=(1, ns[0])).astype(np.float32)
@@ -250,8 +250,8 @@ def test_fp32_gemv_and_gemm(tmp_path, target, k, n):
         out = str(tmp_path / f"f{bool(dims)}.wi")
         build(proto, out, target=target, dims=dims)
         sess = InferenceSession(out)
-        (step,) = sess.program["steps"]
-        families.add(step["label"].split(":")[0])
+        (step,) = sess.program.steps
+        families.add(step.label.split(":")[0])
         for s in rows:
             x = rng.normal(size=(1, s, k)).astype(np.float32)
             np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ w, *tolerance(target, 1e-4, 1e-4))
@@ -301,7 +301,7 @@ def test_rms_norm_joins_the_matmuls_it_feeds(fmt, k, target, tmp_path):
         out = tmp_path / f"r{rows}.wi"
         build(proto, str(out), quantize=fmt, target=target)
         sess = InferenceSession(str(out))
-        kinds = [s["label"] for s in sess.program["steps"]]
+        kinds = [s.label for s in sess.program.steps]
         norms = sum(label.startswith("reduce:") for label in kinds)
         prologue = rows == 1 and not KERNEL_CLASSES[target].int8_activations(fmt)
         assert norms == (0 if prologue else 1), kinds
@@ -334,7 +334,7 @@ def test_rms_norm_read_elsewhere_stays_a_kernel(reader, tmp_path):
         proto.graph.output.append(helper.make_tensor_value_info("hr", TensorProto.FLOAT, [1, k]))
     build(proto, str(tmp_path), quantize="int4", target="software-subgroups")
     sess = InferenceSession(str(tmp_path))
-    assert sum(s["label"] == "reduce:RMSNormalization" for s in sess.program["steps"]) == 1
+    assert sum(s.label == "reduce:RMSNormalization" for s in sess.program.steps) == 1
     x = rng.normal(size=(1, k)).astype(np.float32)
     r = rng.normal(size=(1, ns[0])).astype(np.float32)
     x64 = x.astype(np.float64)

@@ -26,9 +26,9 @@ def test_a_value_used_only_for_its_shape_runs_no_kernel(tmp_path):
              helper.make_node("Expand", ["one", "s"], ["e"]), helper.make_node("Add", ["e", "x"], ["y"])]
     one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
     proto, session = _session(nodes, [x], [y], tmp_path, [one])
-    labels = [s["label"] for s in session.program["steps"]]
+    labels = [s.label for s in session.program.steps]
     assert not any("Max" in label for label in labels), labels
-    assert [r["dispatches"] for r in session.program["placement"] if r["op"] == "Max"] == [0]
+    assert [r.dispatches for r in session.program.placement if r.op == "Max"] == [0]
     feeds = {"x": np.arange(5, dtype=np.float32)}
     np.testing.assert_array_equal(session.run(["y"], feeds)[0], ReferenceEvaluator(proto).run(None, feeds)[0])
 
@@ -38,8 +38,8 @@ def test_the_parts_of_a_concat_share_one_shader(tmp_path):
     b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["n", 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     proto, session = _session([helper.make_node("Concat", ["a", "b"], ["y"], axis=1)], [a, b], [y], tmp_path)
-    steps = session.program["steps"]
-    assert len(steps) == 2 and steps[0]["shader"] == steps[1]["shader"]
+    steps = session.program.steps
+    assert len(steps) == 2 and steps[0].shader == steps[1].shader
     rng = np.random.default_rng(0)
     feeds = {"a": rng.standard_normal((4, 3)).astype(np.float32), "b": rng.standard_normal((4, 3)).astype(np.float32)}
     np.testing.assert_array_equal(session.run(["y"], feeds)[0], ReferenceEvaluator(proto).run(None, feeds)[0])
@@ -53,8 +53,8 @@ def test_ranges_from_zero_and_from_an_offset_share_one_shader(tmp_path):
              helper.make_node("Gather", ["s", "one"], ["n"]), helper.make_node("Add", ["p", "n"], ["pn"]),
              helper.make_node("Range", ["zero", "n", "one"], ["a"]), helper.make_node("Range", ["p", "pn", "one"], ["b"])]
     proto, session = _session(nodes, [x], ys, tmp_path, [i64("zero", 0), i64("one", 1)])
-    steps = session.program["steps"]
-    assert len(steps) == 2 and steps[0]["shader"] == steps[1]["shader"], steps
+    steps = session.program.steps
+    assert len(steps) == 2 and steps[0].shader == steps[1].shader, steps
     feeds = {"x": np.zeros((3, 70), np.float32)}
     for got, want in zip(session.run(["a", "b"], feeds), ReferenceEvaluator(proto).run(None, feeds)):
         np.testing.assert_array_equal(got, want)

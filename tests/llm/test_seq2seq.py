@@ -231,7 +231,7 @@ def test_transcribe_real_weights_equal_onnxruntime(whisper_en_dir, tmp_path):
     extractor = WhisperFeatureExtractor.from_pretrained(str(whisper_en_dir))
     tok = Tokenizer.from_file(str(whisper_en_dir / "tokenizer.json"))
     errors, ort_errors, texts = [], [], []
-    assert asr.generator.encoder.manifest["audio"]["extractor"] == "WhisperFeatureExtractor"  # PCM in, on the GPU
+    assert asr.generator.encoder.spec.audio.extractor == "WhisperFeatureExtractor"  # PCM in, on the GPU
     for i, text in enumerate(SPEECH):
         wav, samples = _speech(tmp_path, i, text)
         feats = extractor(np.array(samples), sampling_rate=16000, return_tensors="np").input_features

@@ -28,7 +28,7 @@ def _feeds(a: int, b: int) -> dict:
 def test_previous_output_feeds_the_next_run_before_host_inputs_are_written(tmp_path):
     build(_model(), str(tmp_path), target="software")
     art = Artifact.load(str(tmp_path))
-    core = SessionCore(art.manifest, art.shader_sources(), lambda i: art.read(art.manifest["shards"][i]), NativeDevice())
+    core = SessionCore(art.manifest, art.shader_sources(), art.read_shard, NativeDevice())
     first = core.launch(["out"], _feeds(5, 1), overlap=True)  # out = 30
     second = core.launch(["out"], _feeds(0, 100), gpu_inputs={"a": (first.outputs["out"], 4)}, overlap=True)
     (out1,) = run_sync(core.collect(first))

@@ -94,10 +94,10 @@ def test_inspect_memory_of_a_decoder_with_its_kv_cache(tmp_path):
 def test_a_device_with_a_smaller_binding_is_refused_in_one_line(tmp_path):
     art = str(tmp_path / "mlp.wi")
     build(mlp_model(), art)
-    m = Artifact.load(art).manifest
+    m = Artifact.load(art).spec
     need = 256 * 1024 * 4  # w1, the largest buffer a step binds
-    for p in m["programs"]:
-        assert p["requires"]["limits"]["max-storage-buffer-binding-size"] == need
+    for p in m.programs:
+        assert p.requires.limits["max-storage-buffer-binding-size"] == need
     small = AdapterFacts("discrete", "small-gpu", frozenset(), {"max-storage-buffer-binding-size": need - 4})
     with pytest.raises(WebinferError) as e:
         choose_program(m, small)

@@ -36,7 +36,7 @@ def _upload_like_the_browser(device, art: Artifact) -> dict:
         buf = device.create_buffer(int(np.prod(t["shape"], dtype=np.int64)) * 4, "storage")
         for shard, offset, n, dst in t["chunks"]:
             if n:
-                device.write_buffer(buf, dst, art.read(art.manifest["shards"][shard])[offset:offset + n])
+                device.write_buffer(buf, dst, art.read_shard(shard)[offset:offset + n])
         buffers[tid] = buf
     return buffers
 
@@ -70,7 +70,7 @@ def test_release_destroys_every_buffer_the_session_holds(tmp_path):
     create, destroy = device.create_buffer, device.destroy_buffer
     device.create_buffer = lambda size, kind: made.append(create(size, kind)) or made[-1]
     device.destroy_buffer = lambda buf: destroyed.append(buf) or destroy(buf)
-    core = SessionCore(art.manifest, art.shader_sources(), lambda i: art.read(art.manifest["shards"][i]), device)
+    core = SessionCore(art.manifest, art.shader_sources(), art.read_shard, device)
     x = np.ones((2, 8), np.float32)
     run_sync(core.run_async(None, {"x": HostTensor("float32", [2, 8], x.tobytes())}))
     assert made and not destroyed

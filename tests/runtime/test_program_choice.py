@@ -1,5 +1,7 @@
 """Program selection (runtime/select.py): which kernel class a device runs, and why."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -7,14 +9,21 @@ from oprefs import make_model
 
 import webinfer
 from webinfer.errors import WebinferError
+from webinfer.format.schema import Program, Requires
 from webinfer.runtime.select import AdapterFacts, adapter_type, choose_program
 
-PROGRAMS = {"programs": [
-    {"class": "gpu-f16", "adapter_types": ["integrated", "discrete"], "requires": {"features": ["shader-f16"]}},
-    {"class": "gpu", "adapter_types": ["integrated", "discrete", "unknown"], "requires": {"features": []}},
-    {"class": "software", "adapter_types": ["cpu"],
-     "requires": {"features": [], "limits": {"max-compute-invocations-per-workgroup": 256}}},
-]}
+
+def _program(cls: str, adapter_types: list, features=(), limits=None) -> Program:
+    return Program(cls, tuple(adapter_types), Requires(tuple(features), limits or {}), steps=(), outputs=(),
+                   weights=(), shaders=0, control=(), guards=(), placement=())
+
+
+# (the typed manifest, format/schema.py: choose_program reads only its programs)
+PROGRAMS = SimpleNamespace(programs=(
+    _program("gpu-f16", ["integrated", "discrete"], ["shader-f16"]),
+    _program("gpu", ["integrated", "discrete", "unknown"]),
+    _program("software", ["cpu"], limits={"max-compute-invocations-per-workgroup": 256}),
+))
 
 
 @pytest.mark.parametrize("reported,fallback,text,want", [
@@ -47,7 +56,7 @@ def test_forced_and_impossible():
         choose_program(PROGRAMS, AdapterFacts("cpu"), forced="gpu-f16")
     with pytest.raises(WebinferError, match="not in this artifact"):
         choose_program(PROGRAMS, AdapterFacts("cpu"), forced="tpu")
-    only_f16 = {"programs": PROGRAMS["programs"][:1]}
+    only_f16 = SimpleNamespace(programs=PROGRAMS.programs[:1])
     with pytest.raises(WebinferError, match="no program of this artifact runs"):
         choose_program(only_f16, AdapterFacts("discrete"))
 

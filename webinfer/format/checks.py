@@ -61,10 +61,10 @@ def check_consistency(m: Manifest, where: str) -> None:
 def _check_vision(m: Manifest, fail) -> None:
     """The image prologue's input and the epilogues' outputs and labels exist (runtime/vision.py,
     runtime/vision_tasks.py)."""
-    if m.preprocess is not None and m.preprocess["image"] not in {io.name for io in m.inputs}:
-        fail("preprocess.image", f"{m.preprocess['image'][:40]!r} is not an input")
-    if m.audio is not None and m.audio["audio"] not in {io.name for io in m.inputs}:
-        fail("audio.audio", f"{m.audio['audio'][:40]!r} is not an input")
+    if m.preprocess is not None and m.preprocess.image not in {io.name for io in m.inputs}:
+        fail("preprocess.image", f"{m.preprocess.image[:40]!r} is not an input")
+    if m.audio is not None and m.audio.audio not in {io.name for io in m.inputs}:
+        fail("audio.audio", f"{m.audio.audio[:40]!r} is not an input")
     for what, entry, keys in (("classify", m.classify, ("scores", "indices")),
                               ("detect", m.detect, ("detections", "count")),
                               ("segment", m.segment, ("segments", "matte", "cutout"))):
@@ -74,9 +74,10 @@ def _check_vision(m: Manifest, fail) -> None:
             fail(what, "a mask epilogue needs the image prologue (preprocess)")
         for key in keys:
             for k, p in enumerate(m.programs):
-                if key in entry and entry[key] not in {o.name for o in p.outputs}:
-                    fail(f"{what}.{key}", f"{entry[key][:40]!r} is not an output of programs[{k}]")
-        labels = entry.get("labels")
+                name = getattr(entry, key)
+                if name is not None and name not in {o.name for o in p.outputs}:
+                    fail(f"{what}.{key}", f"{name[:40]!r} is not an output of programs[{k}]")
+        labels = entry.labels
         if labels is not None and f"{_FOLDERS['assets']}/{labels}" not in m.assets:
             fail(f"{what}.labels", f"{labels[:40]!r} is not one of the artifact's assets")
 

@@ -12,6 +12,7 @@ import math
 from ..dtypes import DTYPES
 from ..errors import WebinferError
 from .audio import read_audio
+from .blocks import Audio, Classify, Detect, Preprocess, Segment, Seq2Seq, typed
 from .guards import read_branch_guards, read_guard
 from .schema import (
     _FILE_NAME,
@@ -177,9 +178,11 @@ def read_manifest(obj, where: str) -> Manifest:
         shaders=tuple(r.file(e, f"shaders[{i}]", "shaders") for i, e in enumerate(r.list(obj["shaders"], "shaders"))),
         shards=tuple(r.file(e, f"shards[{i}]", "shards") for i, e in enumerate(r.list(obj["shards"], "shards"))),
         assets={k: r.file(e, f"assets.{k}", "assets") for k, e in assets.items()},
-        **{key: None if obj.get(key) is None else VISION_READERS[key](r, obj[key]) for key in VISION_READERS},
-        audio=read_audio(r, obj.get("audio")),
-        seq2seq=None if obj.get("seq2seq") is None else read_seq2seq(r, obj["seq2seq"]))
+        **{key: None if obj.get(key) is None else typed(cls, VISION_READERS[key](r, obj[key]))
+           for key, cls in (("preprocess", Preprocess), ("classify", Classify), ("detect", Detect),
+                            ("segment", Segment))},
+        audio=None if obj.get("audio") is None else typed(Audio, read_audio(r, obj["audio"])),
+        seq2seq=None if obj.get("seq2seq") is None else typed(Seq2Seq, read_seq2seq(r, obj["seq2seq"])))
 
 
 def _control_dims(programs) -> set[str]:

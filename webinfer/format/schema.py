@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
+from .blocks import BLOCKS, Audio, Classify, Detect, Preprocess, Segment, Seq2Seq
+
 FORMAT = "webinfer-artifact"
 VERSION = 2
 KINDS = ("input", "weight", "temp", "host", "state")
@@ -215,12 +217,13 @@ class Manifest:
     shaders: tuple[FileEntry, ...]
     shards: tuple[FileEntry, ...]
     assets: dict  # relative path -> FileEntry
-    preprocess: dict | None = None  # the image prologue (graph/prepost.py): its fields typed on read
-    classify: dict | None = None  # the classification epilogue: outputs ranked, labels asset
-    detect: dict | None = None  # the detection epilogue (graph/vision_epilogues.py): boxes, count, labels asset
-    segment: dict | None = None  # the mask epilogue: a class map, or a matte and the cut-out image
-    audio: dict | None = None  # the audio prologue (graph/audio_prologue.py; format/audio.py)
-    seq2seq: dict | None = None  # an encoder-decoder's join (format/seq2seq.py)
+    # the model-level blocks (format/blocks.py)
+    preprocess: Preprocess | None = None  # the image prologue (graph/prepost.py)
+    classify: Classify | None = None  # the classification epilogue: outputs ranked, labels asset
+    detect: Detect | None = None  # the detection epilogue (graph/vision_epilogues.py): boxes, count, labels asset
+    segment: Segment | None = None  # the mask epilogue: a class map, or a matte and the cut-out image
+    audio: Audio | None = None  # the audio prologue (graph/audio_prologue.py; format/audio.py)
+    seq2seq: Seq2Seq | None = None  # an encoder-decoder's join (format/seq2seq.py)
 
     def to_json(self) -> dict:
         return _to_json(self)
@@ -238,6 +241,11 @@ _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs 
 _POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists
 
 
+def to_json(value):
+    """A typed manifest object (the manifest, a program, a block, ...) as the JSON the builder writes."""
+    return _to_json(value)
+
+
 def _to_json(v):
     if isinstance(v, _POSITIONAL):
         return [_to_json(getattr(v, f.name)) for f in fields(v)]
@@ -245,7 +253,7 @@ def _to_json(v):
         out = {}
         for f in fields(v):
             value = getattr(v, f.name)
-            if value is None and (f.name in _OPTIONAL or isinstance(v, Scalar)):
+            if value is None and (f.name in _OPTIONAL or isinstance(v, (Scalar, *BLOCKS))):
                 continue  # optional keys are left out, as the builder writes them
             out[_JSON_NAMES.get(f.name, f.name)] = _to_json(value)
         return out

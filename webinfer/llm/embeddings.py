@@ -89,10 +89,10 @@ def load_embedder(artifact: str, device=None, kernel_class: str | None = None) -
     session = InferenceSession(artifact, device=device, kernel_class=kernel_class)
     check_embedding_outputs(o.name for o in session.get_outputs())
     art = session.artifact
-    assets = art.manifest.get("assets", {})
-    if "assets/tokenizer.json" not in assets:
+    tok_json = art.read_asset("tokenizer.json")
+    if tok_json is None:
         raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json)")
-    tokenizer = load_tokenizer(art.read(assets["assets/tokenizer.json"]).decode("utf-8"))
+    tokenizer = load_tokenizer(tok_json.decode("utf-8"))
     embedder = Embedder(session.run_async, session.get_inputs(), tokenizer)
     embedder.session = session
     return embedder

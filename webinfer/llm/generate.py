@@ -28,6 +28,7 @@ from array import array
 from dataclasses import dataclass
 
 from ..errors import WebinferError
+from ..format.schema import Manifest
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
 from .chat_checks import _check_messages, check_options  # noqa: F401 (check_options: seq2seq, cli_generate)
@@ -78,13 +79,12 @@ class Generator:
             from ..runtime.native import NativeDevice
 
             device = NativeDevice()
-        m = art.manifest
-        core = SessionCore(m, art.shader, lambda i: art.read(m["shards"][i]), device, kernel_class=kernel_class,
+        core = SessionCore(art.manifest, art.shader, art.read_shard, device, kernel_class=kernel_class,
                            spec=art.spec)
-        if "assets/tokenizer.json" not in m.get("assets", {}):
+        if "assets/tokenizer.json" not in art.spec.assets:
             gen = cls(core, None)
         else:
-            tok_json, cfg_json = _assets(m, art.read)
+            tok_json, cfg_json = _assets(art.spec, art.read)
             gen = cls(core, Tokenizer.from_json(tok_json, cfg_json), _native_encoder(tok_json))
         gen.artifact_sha256 = art.manifest_sha256
         return gen
@@ -284,8 +284,8 @@ class Generator:
                                 gpu_inputs=gpu, overlap=overlap)
 
 
-def _assets(manifest: dict, read) -> tuple[str, str | None]:
-    assets = manifest.get("assets", {})
+def _assets(spec: Manifest, read) -> tuple[str, str | None]:
+    assets = spec.assets
     if "assets/tokenizer.json" not in assets:
         raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json)")
     tok = read(assets["assets/tokenizer.json"]).decode("utf-8")

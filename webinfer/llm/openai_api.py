@@ -169,7 +169,7 @@ class Client:
 def _is_generation(path: str) -> bool:
     from ..artifact import Artifact
 
-    return any(io["name"] == "sampling_params" for io in Artifact.load(path).manifest["inputs"])
+    return any(io.name == "sampling_params" for io in Artifact.load(path).spec.inputs)
 
 
 def model_name(path: str) -> str:

@@ -32,7 +32,7 @@ class Seq2SeqGenerator:
 
     def __init__(self, encoder: SessionCore, decoder: SessionCore, tokenizer: Tokenizer | None = None,
                  encode_text=None):
-        spec = decoder.manifest.get("seq2seq")
+        spec = decoder.spec.seq2seq
         names = {io.name for io in decoder.spec.inputs}
         if spec is None or "sampling_params" not in names:
             raise WebinferError("this artifact is not an encoder-decoder built for generation (no seq2seq block)")
@@ -42,14 +42,14 @@ class Seq2SeqGenerator:
             (lambda text: tokenizer.encode(text, add_special_tokens=True)) if tokenizer is not None else None)
         self._inputs = names
         self._states = {s.name: s.tensor for s in decoder.spec.states}
-        cross = {state for _, state in spec["cross"]}
+        cross = {state for _, state in spec.cross}
         self_states = [tid for name, tid in self._states.items() if name not in cross]
         self.past_dim = decoder.tensors[self_states[0]].shape[2]
         self.max_seq = decoder.bounds[self.past_dim]
-        self.max_source = decoder.bounds[spec["source_dim"]]
+        self.max_source = decoder.bounds[spec.source_dim]
         self._penalty_len = decoder.input_tensor("penalty_ids").shape[0]
-        self.first_tokens = list(spec["first_tokens"])
-        self.eos = set(spec["eos"])
+        self.first_tokens = list(spec.first_tokens)
+        self.eos = set(spec.eos)
         self.stats: dict = {}
 
     @classmethod
@@ -66,17 +66,16 @@ class Seq2SeqGenerator:
             device = NativeDevice()
         cores = []
         art = Artifact.load(path)
-        spec = art.manifest.get("seq2seq")
-        if spec is None:
+        join = art.spec.seq2seq
+        if join is None:
             raise WebinferError(f"{path}: not an encoder-decoder artifact (build it from an export folder holding "
                                 "encoder_model.onnx and the decoder files)")
-        for a in (Artifact.load(os.path.join(path, spec["encoder"])), art):
-            m = a.manifest
-            cores.append(SessionCore(m, a.shader, lambda i, a=a, m=m: a.read(m["shards"][i]), device,
-                                     kernel_class=kernel_class, spec=a.spec))
-        if "assets/tokenizer.json" not in art.manifest.get("assets", {}):
+        for a in (Artifact.load(os.path.join(path, join.encoder)), art):
+            cores.append(SessionCore(a.manifest, a.shader, a.read_shard, device, kernel_class=kernel_class,
+                                     spec=a.spec))
+        if "assets/tokenizer.json" not in art.spec.assets:
             return cls(*cores)
-        tok_json, cfg_json = _assets(art.manifest, art.read)
+        tok_json, cfg_json = _assets(art.spec, art.read)
         return cls(*cores, Tokenizer.from_json(tok_json, cfg_json), _native_text_encoder(tok_json))
 
     # -- the encoder ----------------------------------------------------------------------------------
@@ -88,7 +87,7 @@ class Seq2SeqGenerator:
         if not ids:
             raise WebinferError("the text is empty")
         feeds = {"input_ids": HostTensor("int64", (1, len(ids)), array("q", ids).tobytes())}
-        if "attention_mask" in self.spec["encoder_inputs"]:
+        if "attention_mask" in self.spec.encoder_inputs:
             feeds["attention_mask"] = HostTensor("int64", (1, len(ids)), array("q", [1] * len(ids)).tobytes())
         return feeds
 
@@ -98,13 +97,13 @@ class Seq2SeqGenerator:
         enc = self.encoder
         if enc.control:
             raise WebinferError("encoders with control flow (If/Loop) are not supported for generation yet")
-        feeds, dims = pack_audio(enc.manifest, feeds, None)  # (an audio prologue: PCM and its sample rate)
+        feeds, dims = pack_audio(enc.spec, feeds, None)  # (an audio prologue: PCM and its sample rate)
         env, host = enc.bind_feeds(feeds, dims)
         plan = enc.plan(env)
         enc.write_inputs(plan, host)
         outputs = {io.name: io.tensor for io in enc.program.outputs}
         copies, source = [], None
-        for out, state in self.spec["cross"]:
+        for out, state in self.spec.cross:
             tid = outputs[out]
             shape = [D.evaluate(d, env) for d in enc.tensors[tid].shape]
             if source is None:
@@ -185,7 +184,7 @@ class Seq2SeqGenerator:
         feeds.update(neutral_step_feeds(self.decoder))
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         gpu = {"input_ids": (token_buffer, 4)} if token_buffer is not None else None
-        return self.decoder.launch(["next_token"], feeds, {self.past_dim: pos, self.spec["source_dim"]: source},
+        return self.decoder.launch(["next_token"], feeds, {self.past_dim: pos, self.spec.source_dim: source},
                                    gpu_inputs=gpu, overlap=overlap)
 
     def release(self) -> None:

@@ -14,6 +14,7 @@ import sys
 from array import array
 
 from ..errors import WebinferError
+from ..format.schema import Manifest
 from .tensor import HostTensor
 
 _SCALE = {1: 1 / 128, 2: 1 / 32768, 3: 1 / 8388608, 4: 1 / 2147483648}  # int PCM -> [-1, 1)
@@ -152,19 +153,19 @@ def _chunks(raw: bytes, what: str) -> tuple[bytes, bytes]:
     return fmt, data
 
 
-def pack_audio(manifest: dict, feeds: dict, dims: dict | None) -> tuple[dict, dict | None]:
+def pack_audio(spec: Manifest, feeds: dict, dims: dict | None) -> tuple[dict, dict | None]:
     """An artifact with an audio prologue: the PCM feed packed (``audio_feed``) and its sample rate, given as
     the feed ``sample_rate`` (or ``(pcm, rate)`` as the audio feed), moved to the rate dim."""
-    info = manifest.get("audio")
-    if not info or info["audio"] not in feeds:
+    info = spec.audio
+    if info is None or info.audio not in feeds:
         return feeds, dims
     feeds = dict(feeds)
-    value, rate = feeds[info["audio"]], feeds.pop(info["rate"], None)
+    value, rate = feeds[info.audio], feeds.pop(info.rate, None)
     if isinstance(value, tuple) and len(value) == 2:
         value, rate = value
-    if rate is None and info["rate_dim"] not in (dims or {}):
-        raise WebinferError(f"audio: give the sample rate of {info['audio']!r} (the feed {info['rate']!r}, e.g. "
-                            f"{info['sampling_rate']})")
+    if rate is None and info.rate_dim not in (dims or {}):
+        raise WebinferError(f"audio: give the sample rate of {info.audio!r} (the feed {info.rate!r}, e.g. "
+                            f"{info.sampling_rate})")
     if rate is not None:
         if isinstance(rate, float) and rate.is_integer():
             rate = int(rate)
@@ -172,6 +173,6 @@ def pack_audio(manifest: dict, feeds: dict, dims: dict | None) -> tuple[dict, di
             rate = rate.__index__()
         if not isinstance(rate, int) or isinstance(rate, bool) or rate < 1:
             raise WebinferError(f"audio: the sample rate must be a positive integer (Hz), got {rate!r}")
-        dims = dict(dims or {}, **{info["rate_dim"]: rate})
-    feeds[info["audio"]] = audio_feed(value)
+        dims = dict(dims or {}, **{info.rate_dim: rate})
+    feeds[info.audio] = audio_feed(value)
     return feeds, dims

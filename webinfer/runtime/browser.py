@@ -215,8 +215,8 @@ async def fetch_artifact(base_url: str, dest: str) -> str:
 
     base = base_url if base_url.endswith("/") else base_url + "/"
     raw, sha = await fetch_bytes(base + "manifest.json"), await fetch_bytes(base + MANIFEST_SHA)
-    manifest, _ = parse_manifest_bytes(raw, sha, base + "manifest.json")
-    files = [e["file"] for e in manifest["shaders"] + manifest["shards"]] + list(manifest["assets"])
+    _, spec = parse_manifest_bytes(raw, sha, base + "manifest.json")
+    files = [e.file for e in spec.shaders + spec.shards] + list(spec.assets)
     os.makedirs(dest, exist_ok=True)
     for rel, data in (("manifest.json", raw), (MANIFEST_SHA, sha)):
         with open(os.path.join(dest, rel), "wb") as f:

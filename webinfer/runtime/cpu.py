@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import dims as D
 from ..artifact import CPU_MODEL, Artifact
 from ..errors import WebinferError
+from ..format.schema import Named
 
 
 class CpuSession:
@@ -18,34 +19,34 @@ class CpuSession:
     GPU path describes them."""
 
     def __init__(self, artifact: Artifact):
-        entry = artifact.manifest.get("assets", {}).get(CPU_MODEL)
+        entry = artifact.spec.assets.get(CPU_MODEL)
         if entry is None:
             raise WebinferError(f"{artifact.path}: this artifact carries no CPU model (build it with --cpu)")
         try:
             import onnxruntime
         except ImportError:
             raise WebinferError('device="cpu" needs onnxruntime (pip install onnxruntime)') from None
-        self.manifest = artifact.manifest
+        self.spec = artifact.spec  # the typed manifest (format/schema.py), as SessionCore's
         self.session = onnxruntime.InferenceSession(artifact.read(entry), providers=["CPUExecutionProvider"])
         self._types = {i.name: i.type for i in self.session.get_inputs()}
         self.why = f"device='cpu': onnxruntime {onnxruntime.__version__} CPUExecutionProvider"
 
     def get_inputs(self) -> list:
-        return [self._io(io) for io in self.manifest["inputs"]]
+        return [self._io(io) for io in self.spec.inputs]
 
     def get_outputs(self) -> list:
-        return [self._io(io) for io in self.manifest["programs"][0]["outputs"]]
+        return [self._io(io) for io in self.spec.programs[0].outputs]
 
-    def _io(self, io: dict):
+    def _io(self, io: Named):
         from .tensor import IOInfo
 
-        t = self.manifest["tensors"][io["tensor"]]
-        return IOInfo(io["name"], t["dtype"], [d if isinstance(d, int) else D.json_text(d) for d in t["shape"]])
+        t = self.spec.tensors[io.tensor]
+        return IOInfo(io.name, t.dtype, [d if isinstance(d, int) else D.json_text(d) for d in t.shape])
 
     def run(self, output_names, feeds: dict) -> list:
         import numpy as np
 
-        known = {io["name"] for io in self.manifest["inputs"]}
+        known = {io.name for io in self.spec.inputs}
         unknown = sorted(set(feeds) - known)
         if unknown:
             raise WebinferError(f"unknown input {unknown[0]!r} (inputs: {', '.join(sorted(known))})")

@@ -32,11 +32,10 @@ class InferenceSession:
 
             device = NativeDevice()
         self.device = device
-        m = self.artifact.manifest
-        self._core = SessionCore(m, self.artifact.shader, lambda i: self.artifact.read(m["shards"][i]), device,
+        self._core = SessionCore(self.artifact.manifest, self.artifact.shader, self.artifact.read_shard, device,
                                  kernel_class=kernel_class, spec=self.artifact.spec)
         self.choice = self._core.choice
-        self.program = self._core.manifest["program"]  # the chosen program (steps, outputs, weights, ...)
+        self.program = self._core.program  # the chosen program, typed (steps, outputs, weights, ...)
 
     @property
     def core(self):
@@ -53,8 +52,8 @@ class InferenceSession:
         """``dims``: values of dims no input carries (a KV-cache artifact's past length)."""
         if self._cpu is not None:
             return self._cpu.run(output_names, feeds)
-        feeds = vision.pack_image(self.artifact.manifest, feeds)
-        feeds, dims = audio.pack_audio(self.artifact.manifest, feeds, dims)  # (PCM and its rate: runtime/audio.py)
+        feeds = vision.pack_image(self.artifact.spec, feeds)
+        feeds, dims = audio.pack_audio(self.artifact.spec, feeds, dims)  # (PCM and its rate: runtime/audio.py)
         return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
 
     def run(self, output_names, feeds: dict, dims: dict | None = None) -> list:
@@ -64,9 +63,7 @@ class InferenceSession:
     async def classify_async(self, image, width: int | None = None, height: int | None = None) -> list:
         """An artifact built with --preprocess and --postprocess: RGBA8 pixels of any size (see
         ``vision.image_feed``) -> [(label, score)], best first."""
-        assets = self.artifact.manifest.get("assets", {})
-        return await vision.classify(self._cpu or self._core, image, width, height,
-                                     lambda name: self.artifact.read(assets["assets/" + name]))
+        return await vision.classify(self._cpu or self._core, image, width, height, self.artifact.read_asset)
 
     def classify(self, image, width: int | None = None, height: int | None = None) -> list:
         return run_sync(self.classify_async(image, width, height))

@@ -3,7 +3,7 @@ a launched run hands to ``collect``. Standard library only (runs in Pyodide).
 
 A :class:`Plan` is made by runtime/planner.py (memory plan, allocation, bind groups, uniforms), refreshed per
 run for the dims that change without a new plan (grids, and the uniforms of steps on bound dims), and read by
-runtime/executor.py (one submit) and runtime/control_flow.py (a walk over the steps).
+runtime/execute.py (one submit) and runtime/control_flow.py (a walk over the steps).
 """
 
 from __future__ import annotations

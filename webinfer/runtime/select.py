@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import WebinferError
+from ..format.schema import Manifest, Program
 
 # Software rasterizers by the names adapters report (a browser may not flag its fallback adapter).
 SOFTWARE_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp", "microsoft basic render")
@@ -47,19 +48,20 @@ class Choice:
     why: str
 
 
-def _missing(program: dict, facts: AdapterFacts) -> list[str]:
-    req = program.get("requires", {})
-    missing = [f"feature {f}" for f in req.get("features", []) if f not in facts.features]
-    for name, need in req.get("limits", {}).items():
+def _missing(program: Program, facts: AdapterFacts) -> list[str]:
+    req = program.requires
+    missing = [f"feature {f}" for f in req.features if f not in facts.features]
+    for name, need in req.limits.items():
         have = facts.limits.get(name)
         if have is not None and have < need:
             missing.append(f"{name} {need} (device: {have})")
     return missing
 
 
-def choose_program(manifest: dict, facts: AdapterFacts, forced: str | None = None) -> Choice:
-    programs = manifest["programs"]
-    names = [p["class"] for p in programs]
+def choose_program(manifest: Manifest, facts: AdapterFacts, forced: str | None = None) -> Choice:
+    """The program to run (see the module's docstring) of the typed manifest (format/schema.py)."""
+    programs = manifest.programs
+    names = [p.kernel_class for p in programs]
     if forced:
         if forced not in names:
             raise WebinferError(f"kernel class {forced!r} is not in this artifact (it has: {', '.join(names)})")
@@ -70,12 +72,12 @@ def choose_program(manifest: dict, facts: AdapterFacts, forced: str | None = Non
         return Choice(i, forced, f"forced (kernel class {forced!r}) on a {facts.type} adapter")
     runnable = [i for i, p in enumerate(programs) if not _missing(p, facts)]
     if not runnable:
-        needs = "; ".join(f"{p['class']} needs {', '.join(_missing(p, facts))}" for p in programs)
+        needs = "; ".join(f"{p.kernel_class} needs {', '.join(_missing(p, facts))}" for p in programs)
         raise WebinferError(f"no program of this artifact runs on {facts.name}: {needs}")
     for i in runnable:
-        if facts.type in programs[i].get("adapter_types", []):
+        if facts.type in programs[i].adapter_types:
             return Choice(i, names[i], f"{facts.name} is a {facts.type} adapter; the {names[i]} class is built "
-                                       f"for {'/'.join(programs[i]['adapter_types'])} adapters")
+                                       f"for {'/'.join(programs[i].adapter_types)} adapters")
     i = runnable[0]
     skipped = [n for j, n in enumerate(names) if j not in runnable]
     why = f"no program is tuned for a {facts.type} adapter; {names[i]} runs on any"

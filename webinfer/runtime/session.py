@@ -13,7 +13,6 @@ generation (llm/) drive it through the public methods below.
 from __future__ import annotations
 
 from .. import dims as D
-from ..artifact import program_view
 from ..dtypes import DTYPES, gpu_nbytes
 from ..errors import WebinferError
 from ..format.manifest import parse_manifest
@@ -38,10 +37,9 @@ class SessionCore:
         (``self.choice`` says which and why). ``shaders``: the sources by index, or a function reading one
         (only the chosen program's are read). ``spec``: the typed manifest when the caller has parsed it
         (``Artifact.spec``), else it is parsed here."""
-        self.choice = choose_program(manifest, device.facts(), kernel_class)
         self.spec = spec if spec is not None else parse_manifest(manifest, "the manifest")
+        self.choice = choose_program(self.spec, device.facts(), kernel_class)
         self.program = self.spec.programs[self.choice.index]  # the typed program this session runs
-        self.manifest = program_view(manifest, self.choice.index)  # (the JSON view, for the page and the tasks)
         self.device = device
         self.tensors: tuple[Tensor, ...] = self.spec.tensors
         self.steps: tuple[Step, ...] = self.program.steps

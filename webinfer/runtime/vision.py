@@ -8,6 +8,7 @@ canvas' ImageData or of a PIL/numpy RGBA image are the input as they are (nothin
 from __future__ import annotations
 
 from ..errors import WebinferError
+from ..format.schema import Manifest
 from .tensor import HostTensor
 
 
@@ -49,9 +50,11 @@ def _with_alpha(rgb: bytes) -> bytes:
     return bytes(out)
 
 
-def pack_image(manifest: dict, feeds: dict) -> dict:
+def pack_image(spec: Manifest, feeds: dict) -> dict:
     """An artifact with an image prologue also takes uint8 [height, width, 4 or 3] pixels for its image input."""
-    name = (manifest.get("preprocess") or {}).get("image")
+    if spec.preprocess is None:
+        return feeds
+    name = spec.preprocess.image
     value = feeds.get(name)
     if value is not None and str(getattr(value, "dtype", "")) == "uint8" and len(getattr(value, "shape", ())) == 3:
         return dict(feeds, **{name: image_feed(value)})
@@ -61,14 +64,14 @@ def pack_image(manifest: dict, feeds: dict) -> dict:
 async def classify(core, pixels, width: int | None, height: int | None, read_asset) -> list[tuple[str, float]]:
     """Run a SessionCore built with --preprocess and --postprocess on an image: [(label, score)], best first
     (the class index as text when the artifact has no labels). ``read_asset(name)`` -> bytes of an asset."""
-    m = core.manifest
-    if m.get("preprocess") is None:
+    m = core.spec
+    if m.preprocess is None:
         raise WebinferError("this artifact takes no image (build it with --preprocess); pass the model's inputs "
                             "to run()")
-    info = m.get("classify")
+    info = m.classify
     if info is None:
         raise WebinferError("this artifact has no classification epilogue (build it with --postprocess)")
-    feeds = {m["preprocess"]["image"]: image_feed(pixels, width, height)}
-    scores, indices = await core.run_async([info["scores"], info["indices"]], feeds)
-    labels = read_asset(info["labels"]).decode("utf-8").splitlines() if info.get("labels") else None
+    feeds = {m.preprocess.image: image_feed(pixels, width, height)}
+    scores, indices = await core.run_async([info.scores, info.indices], feeds)
+    labels = read_asset(info.labels).decode("utf-8").splitlines() if info.labels else None
     return [(labels[i] if labels else str(i), s) for s, i in zip(scores.tolist(), indices.tolist())]

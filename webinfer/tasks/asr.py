@@ -32,14 +32,14 @@ class SpeechRecognition:
         """The encoder's feeds: the one seam between the input as the user has it and the artifact. An encoder
         that takes samples (rank <= 2: an audio prologue on the GPU) is fed PCM; one that takes log-mel features
         (rank 3) needs them computed by the caller until an audio prologue is built into the artifact."""
-        prologue = self.generator.encoder.manifest.get("audio")
+        prologue = self.generator.encoder.spec.audio
         if prologue and features is None and audio is not None:  # features computed on the GPU, from any rate
             samples, rate = read_wav(os.fspath(audio)) if isinstance(audio, (str, os.PathLike)) else audio
-            return {prologue["audio"]: array("f", samples), prologue["rate"]: int(rate)}
+            return {prologue.audio: array("f", samples), prologue.rate: int(rate)}
         if prologue and features is not None:
             raise WebinferError("this artifact computes the log-mel features itself (an audio prologue): give the "
                                 "audio, not features (build with --preprocess none to feed features)")
-        name = self.generator.spec["encoder_inputs"][0]
+        name = self.generator.spec.encoder_inputs[0]
         info = next(io for io in self.generator.encoder.get_inputs() if io.name == name)
         if features is not None:
             return {name: features}

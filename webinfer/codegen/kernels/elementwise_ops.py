@@ -42,7 +42,7 @@ HELPERS = {
     # moved a Llama's rotary tables enough to flip a near-tie greedy id in the page (docs/notes.md). The nearest
     # multiple k of pi/2 is taken off in four parts (Cody-Waite; the first three of 8 bits, so k * part is exact
     # for |k| < 2^16), the rest (|r| <= pi/4) by Cephes' sinf/cosf polynomials. Past |x| = 65536, and for
-    # NaN and infinities, the built-ins (an f32 there is coarser than pi/4 anyway).
+    # NaN and infinities, the built-ins (an f32 there is coarser than pi/4 anyway); sin and tan keep ±0.
     "sincos_f": """fn sincos_f(x: f32) -> vec2<f32> {
   let k = round(x * 0.6366197723675814);
   let r = (((x - k * 1.5703125) - k * 4.825592041015625e-4) - k * 1.2665987014770508e-6) - k * 9.92093629470503e-10;
@@ -56,10 +56,15 @@ HELPERS = {
     default: { return vec2<f32>(s, c); }
   }
 }""",
-    "sin_f": "fn sin_f(x: f32) -> f32 { if (!(abs(x) <= 65536.0) || x == 0.0) { return sin(x); } return sincos_f(x).x; }",
+    "sin_f": """fn sin_f(x: f32) -> f32 {
+  if (x == 0.0) { return x; }
+  if (!(abs(x) <= 65536.0)) { return sin(x); }
+  return sincos_f(x).x;
+}""",
     "cos_f": "fn cos_f(x: f32) -> f32 { if (!(abs(x) <= 65536.0)) { return cos(x); } return sincos_f(x).y; }",
     "tan_f": """fn tan_f(x: f32) -> f32 {
-  if (!(abs(x) <= 65536.0) || x == 0.0) { return tan(x); }
+  if (x == 0.0) { return x; }
+  if (!(abs(x) <= 65536.0)) { return tan(x); }
   let sc = sincos_f(x);
   return sc.x / sc.y;
 }""",

@@ -37,6 +37,37 @@ HELPERS = {
   return atan2(sqrt((1.0 - x) * (1.0 + x)), x);
 }""",
     "atan_f": "fn atan_f(x: f32) -> f32 { return keep_nan(x, atan(x)); }",
+    # sin/cos/tan to ~1 ulp of f32, not the built-ins: WGSL lets those be approximate (absolute error 2^-11) and
+    # SwiftShader's (Chromium without a GPU) are off by up to 1.9e-4 where lavapipe's are within 1.4 ulp, which
+    # moved a Llama's rotary tables enough to flip a near-tie greedy id in the page (docs/notes.md). The nearest
+    # multiple k of pi/2 is taken off in four parts (Cody-Waite; the first three of 8 bits, so k * part is exact
+    # for |k| < 2^16), the rest (|r| <= pi/4) by Cephes' sinf/cosf polynomials. Past |x| = 65536, and for
+    # NaN and infinities, the built-ins (an f32 there is coarser than pi/4 anyway); sin and tan keep ±0.
+    "sincos_f": """fn sincos_f(x: f32) -> vec2<f32> {
+  let k = round(x * 0.6366197723675814);
+  let r = (((x - k * 1.5703125) - k * 4.825592041015625e-4) - k * 1.2665987014770508e-6) - k * 9.92093629470503e-10;
+  let z = r * r;
+  let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+  let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+  switch i32(k) & 3 {
+    case 1: { return vec2<f32>(c, -s); }
+    case 2: { return vec2<f32>(-s, -c); }
+    case 3: { return vec2<f32>(-c, s); }
+    default: { return vec2<f32>(s, c); }
+  }
+}""",
+    "sin_f": """fn sin_f(x: f32) -> f32 {
+  if (x == 0.0) { return x; }
+  if (!(abs(x) <= 65536.0)) { return sin(x); }
+  return sincos_f(x).x;
+}""",
+    "cos_f": "fn cos_f(x: f32) -> f32 { if (!(abs(x) <= 65536.0)) { return cos(x); } return sincos_f(x).y; }",
+    "tan_f": """fn tan_f(x: f32) -> f32 {
+  if (x == 0.0) { return x; }
+  if (!(abs(x) <= 65536.0)) { return tan(x); }
+  let sc = sincos_f(x);
+  return sc.x / sc.y;
+}""",
 }
 
 _MASK = {"uint8": "0xffu", "uint16": "0xffffu"}
@@ -119,7 +150,7 @@ SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 
 OPS = {
     **{op: (_fmt(f"{fn}({{0}})"), "same") for op, fn in [
-        ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin_f"), ("Acos", "acos_f"), ("Atan", "atan_f"),
+        ("Sin", "sin_f"), ("Cos", "cos_f"), ("Tan", "tan_f"), ("Asin", "asin_f"), ("Acos", "acos_f"), ("Atan", "atan_f"),
         ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
         ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "round")]},
     "Sign": (_sign, "same"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from .errors import WebinferError
-from .llm.chat_checks import _check_messages, check_options
+from .llm.chat_checks import check_messages, check_options
 
 # The options chat() takes, with the WebGPU path's defaults (llm/generate.py Generator.agenerate).
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0,
@@ -48,7 +48,7 @@ class CpuText:
     def chat_ids(self, messages_json: str) -> list[int]:
         """The conversation with the model's chat template, ending with the assistant's turn opening."""
         messages = json.loads(messages_json)
-        _check_messages(messages)
+        check_messages(messages)
         text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
         return list(self.tokenizer.encode(text))
 

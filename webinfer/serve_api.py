@@ -23,7 +23,7 @@ from http import HTTPStatus
 from .errors import WebinferError
 from .llm.api_request import parse_chat_request
 from .llm.chat_completion import completion, completion_chunks
-from .llm.openai_api import Client, _sync_iter
+from .llm.openai_api import Client, sync_iter
 from .runtime.session import run_sync
 
 HOST = "127.0.0.1"
@@ -121,7 +121,7 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
             if not req.stream:
                 self._send_json(HTTPStatus.OK, run_sync(completion(gen, req, model)))
                 return
-            chunks = _sync_iter(completion_chunks(gen, req, model))
+            chunks = sync_iter(completion_chunks(gen, req, model))
             try:
                 first = next(chunks)  # a request the model refuses is still a JSON error, not a stream
             except StopIteration:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from .contrib.quant import MIN_BLOCK, _params
+from .contrib.quant import MIN_BLOCK, quant_params
 from .passes._util import const
 
 _BITS = {"int4": 4, "uint4": 4, "int8": 8, "uint8": 8}
@@ -119,7 +119,7 @@ def _packed(source: ir.Value, q: np.ndarray, scale: np.ndarray, zp: np.ndarray |
     codes = (q.T if not n_major else q).astype(np.int32) + shift
     bits = _BITS[q.dtype.name]
     return PackedWeight(source, _pack_rows(codes, blocks * qb, bits),
-                        _params(scale_nb, zp_nb.astype(np.float32) + np.float32(shift)),
+                        quant_params(scale_nb, zp_nb.astype(np.float32) + np.float32(shift)),
                         f"nbits{bits}", qb, int(k), int(n))
 
 

@@ -10,7 +10,7 @@ import operator
 from ..errors import WebinferError
 
 
-def _check_messages(messages) -> None:
+def check_messages(messages) -> None:
     if not isinstance(messages, (list, tuple)) or not messages:
         raise WebinferError("messages must be a non-empty list of {role, content} objects")
     for i, m in enumerate(messages):

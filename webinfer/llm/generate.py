@@ -31,7 +31,7 @@ from ..errors import WebinferError
 from ..format.schema import Manifest
 from ..runtime.session import SessionCore, run_sync
 from ..runtime.tensor import HostTensor
-from .chat_checks import _check_messages, check_options  # noqa: F401 (check_options: seq2seq, cli_generate)
+from .chat_checks import check_messages, check_options  # noqa: F401 (check_options: seq2seq, cli_generate)
 from .logit_options import LogitOptions
 from .streaming import NoText, common_prefix, iterate_sync
 from .tokenizer import Tokenizer
@@ -84,7 +84,7 @@ class Generator:
         if "assets/tokenizer.json" not in art.spec.assets:
             gen = cls(core, None)
         else:
-            tok_json, cfg_json = _assets(art.spec, art.read)
+            tok_json, cfg_json = artifact_assets(art.spec, art.read)
             gen = cls(core, Tokenizer.from_json(tok_json, cfg_json), _native_encoder(tok_json))
         gen.artifact_sha256 = art.manifest_sha256
         return gen
@@ -140,7 +140,7 @@ class Generator:
 
     def chat_ids(self, messages) -> list[int]:
         """The conversation rendered with the model's chat template, ending with the assistant's turn opening."""
-        _check_messages(messages)
+        check_messages(messages)
         text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
         return list(self._encode(text))
 
@@ -284,7 +284,7 @@ class Generator:
                                 gpu_inputs=gpu, overlap=overlap)
 
 
-def _assets(spec: Manifest, read) -> tuple[str, str | None]:
+def artifact_assets(spec: Manifest, read) -> tuple[str, str | None]:
     assets = spec.assets
     if "assets/tokenizer.json" not in assets:
         raise WebinferError("the artifact has no tokenizer (build from a folder holding tokenizer.json)")

@@ -43,7 +43,7 @@ def _records(value):
     return value
 
 
-def _sync_iter(agen):
+def sync_iter(agen):
     """Drive an async generator that never truly suspends (native devices) as a plain iterator."""
     try:
         while True:
@@ -70,7 +70,7 @@ class Completions:
         req = self._request(kwargs)
         gen, model = self._client.generator, self._client.model
         if req.stream:
-            return _sync_iter(completion_chunks(gen, req, model))
+            return sync_iter(completion_chunks(gen, req, model))
         return _records(run_sync(completion(gen, req, model)))
 
     async def acreate(self, **kwargs):

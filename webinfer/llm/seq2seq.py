@@ -58,7 +58,7 @@ class Seq2SeqGenerator:
         import os
 
         from ..artifact import Artifact
-        from .generate import _assets
+        from .generate import artifact_assets
 
         if device is None:
             from ..runtime.native import NativeDevice
@@ -75,7 +75,7 @@ class Seq2SeqGenerator:
                                      spec=a.spec))
         if "assets/tokenizer.json" not in art.spec.assets:
             return cls(*cores)
-        tok_json, cfg_json = _assets(art.spec, art.read)
+        tok_json, cfg_json = artifact_assets(art.spec, art.read)
         return cls(*cores, Tokenizer.from_json(tok_json, cfg_json), _native_text_encoder(tok_json))
 
     # -- the encoder ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import WEBINFER_DOMAIN, lowering
 from .image import letterbox_geometry
-from .select import _exclusive_scan
+from .select import exclusive_scan
 
 CHUNK = 64  # anchors per invocation when counting and writing candidates
 NMS_WG = 256  # the one workgroup that sorts and suppresses
@@ -85,7 +85,7 @@ def lower_detect(ctx) -> None:
     gh = ctx.gpu(head)
     ctx.dispatch("detect.wgsl.j2", {"head": gh}, {"part": part}, work=chunks, wg=64, params=params,
                  kind="detect_count", **tctx)
-    _exclusive_scan(ctx, part, count)
+    exclusive_scan(ctx, part, count)
     ctx.dispatch("detect.wgsl.j2", {"head": gh, "part": part}, {"cand": cand, "key": key, "idx": idx}, work=chunks,
                  wg=64, params=params, kind="detect_write", **tctx)
     out, found = ctx.output(0, "float32", (max_det, 6)), ctx.output(1, "int32", (1,))

@@ -4,7 +4,7 @@ Each computes its results on the GPU into buffers sized for the most it can prod
 in a one-element int32 tensor. ``ctx.counted`` turns that count into a dim (sized at the bound); the runtime
 reads it back (4 bytes) before the next step and runs the rest with it, so the outputs are exactly the counted
 prefix and later ops see an ordinary symbolic dim. Where results must be packed (NonZero, NMS), a scan gives
-each chunk of candidates its first output position (``_exclusive_scan``), so positions follow input order.
+each chunk of candidates its first output position (``exclusive_scan``), so positions follow input order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _static(ctx, value, what: str) -> int:
     return value
 
 
-def _exclusive_scan(ctx, partial, count) -> None:
+def exclusive_scan(ctx, partial, count) -> None:
     """partial[i] <- sum(partial[:i]) in place; count[0] <- the total (one invocation: partial is short)."""
     ctx.dispatch("select.wgsl.j2", {}, {"part": partial, "count": count}, work=1, wg=1,
                  params={"m": partial.numel}, kind="scan")
@@ -46,7 +46,7 @@ def lower_nonzero(ctx) -> None:
     gx = ctx.gpu(x)
     ctx.dispatch("select.wgsl.j2", {"x": gx}, {"part": partial}, work=chunks, wg=64, params=params,
                  kind="nonzero_count", flag=flag, chunk=CHUNK)
-    _exclusive_scan(ctx, partial, count)
+    exclusive_scan(ctx, partial, count)
     found = ctx.counted(count, n)
     out = ctx.output(0, "int64", (rank, found))
     ctx.dispatch("select.wgsl.j2", {"x": gx, "part": partial, "count": count}, {"out": out}, work=chunks, wg=64,
@@ -87,7 +87,7 @@ def lower_unique(ctx) -> None:
     gx = ctx.gpu(x)
     ctx.dispatch("select.wgsl.j2", {"x": gx}, {"first": first, "pos": pos}, work=items, wg=64, params=params,
                  kind="unique_first", **tctx)
-    _exclusive_scan(ctx, pos, count)
+    exclusive_scan(ctx, pos, count)
     found = ctx.counted(count, items)
     y_shape = (found,) if axis is None else (*x.shape[:a], found, *x.shape[a + 1:])
     writes = {"y": ctx.output(0, x.dtype, y_shape)}
@@ -134,7 +134,7 @@ def lower_nms(ctx) -> None:
     tctx = {"centers": bool(ctx.attr("center_point_box", 0)), "has_iou": "iou" in reads, "has_thr": "thr" in reads}
     ctx.dispatch("select.wgsl.j2", reads, {"taken": taken, "chosen": chosen, "part": counts}, work=b * c, wg=64,
                  params=params, kind="nms_select", **tctx)
-    _exclusive_scan(ctx, counts, count)
+    exclusive_scan(ctx, counts, count)
     out = ctx.output(0, "int64", (ctx.counted(count, b * c * per_class), 3))
     ctx.dispatch("select.wgsl.j2", {"chosen": chosen, "part": counts, "count": count}, {"out": out}, work=b * c,
                  wg=64, params=params, kind="nms_write", **tctx)

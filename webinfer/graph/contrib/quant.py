@@ -69,7 +69,7 @@ def _zero_points(b: Builder, zp_value: ir.Value | None, rows: int, blocks: int, 
     return unpacked[:, :blocks].astype(np.float32)
 
 
-def _params(scales: np.ndarray, zp: np.ndarray) -> np.ndarray:
+def quant_params(scales: np.ndarray, zp: np.ndarray) -> np.ndarray:
     """(255 * scale, -zero_point * scale) per block: the kernels compute q/255 * p0 + p1."""
     s = scales.astype(np.float32)
     return np.stack([s * np.float32(255.0), -zp * s], axis=-1).astype(np.float32)
@@ -95,7 +95,7 @@ def _block_params(b: Builder, scales_value: ir.Value, zp_value, rows: int, block
     if key not in b.cache:
         scales = found[0].astype(np.float32).reshape(rows, blocks)
         zp = _zero_points(b, zp_value, rows, blocks, bits, default_zp)
-        b.cache[key] = b.const(_params(scales, zp), "block_params")
+        b.cache[key] = b.const(quant_params(scales, zp), "block_params")
     return b.cache[key]
 
 

@@ -25,7 +25,7 @@ import onnx_ir as ir
 from ...opschema import WEBINFER_DOMAIN
 from ..passes._util import const
 from .builder import Builder, expansion
-from .quant import _params
+from .quant import quant_params
 
 
 def _block(k: int) -> int:
@@ -53,9 +53,9 @@ def _dequantized(b: Builder, q: ir.Value, scale: ir.Value, zp: ir.Value | None, 
     codes = np.pad(codes, ((0, 0), (0, blocks * block - k)))
     row_scale = np.repeat(s, rows // s.size)
     row_zp = np.repeat(z.astype(np.float32) + shift, rows // z.size)
-    params = np.repeat(_params(row_scale, row_zp)[:, None, :], blocks, axis=1)
+    params = np.repeat(quant_params(row_scale, row_zp)[:, None, :], blocks, axis=1)
     words = b.const(np.ascontiguousarray(codes).view("<u4"), f"{what}_words")
-    table = [words, b.const(params, f"{what}_params"), b.const(np.arange(rows, dtype=np.int64), f"{what}_rows")]
+    table = [words, b.const(params, f"{what}quant_params"), b.const(np.arange(rows, dtype=np.int64), f"{what}_rows")]
     f = b.op("GatherQ", table, {"format": "nbits8", "k": k, "block": block}, domain=WEBINFER_DOMAIN,
              dtype=ir.DataType.FLOAT, shape=[rows, k])
     return b.op("Reshape", [f, b.const(np.array([dirs, n, k], np.int64), f"{what}_shape")], shape=[dirs, n, k])

@@ -32,17 +32,17 @@ class HeadError(ValueError):
     """The model's logits are not produced the way this rewrite expects."""
 
 
-def _graph_output(graph: ir.Graph, name: str) -> ir.Value | None:
+def graph_output(graph: ir.Graph, name: str) -> ir.Value | None:
     return next((v for v in graph.outputs if v.name == name), None)
 
 
 def last_token_logits(model: ir.Model) -> int:
     """Feed the LM head only the last position: logits become [batch, 1, vocab]."""
     graph = model.graph
-    logits = _graph_output(graph, LOGITS)
+    logits = graph_output(graph, LOGITS)
     if logits is None:
         raise HeadError("the model has no 'logits' output")
-    head, chain = _head_matmul(logits)
+    head, chain = head_matmul(logits)
     if head is None or head.inputs[0].shape is None or len(head.inputs[0].shape) != 3:
         raise HeadError("'logits' must come from a MatMul over [batch, sequence, hidden] (then at most "
                         "elementwise ops with constants, such as Gemma 2's final soft-cap)")
@@ -63,7 +63,7 @@ def last_token_logits(model: ir.Model) -> int:
 _ROWWISE = {"Mul", "Div", "Add", "Sub", "Tanh", "Cast", "Identity"}
 
 
-def _head_matmul(logits: ir.Value) -> tuple[ir.Node | None, list[ir.Value]]:
+def head_matmul(logits: ir.Value) -> tuple[ir.Node | None, list[ir.Value]]:
     """The LM-head MatMul under ``logits`` and the values between them (elementwise ops whose other inputs
     are constants, e.g. ``30 * tanh(x / 30)``), or (None, [])."""
     chain, value = [], logits
@@ -96,7 +96,7 @@ def sample_token(model: ir.Model, max_seq: int) -> int:
     """Append ``next_token = webinfer.SampleToken(logits, sampling_params, sampling_seed, penalty_ids,
     token_mask)``."""
     graph = model.graph
-    logits = _graph_output(graph, LOGITS)
+    logits = graph_output(graph, LOGITS)
     if logits is None:
         raise HeadError("the model has no 'logits' output")
     vocab = logits.shape[-1] if logits.shape is not None and len(logits.shape) else None

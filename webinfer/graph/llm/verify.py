@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .head import DOMAIN, LOGITS, HeadError, _graph_output, _head_matmul
+from .head import DOMAIN, LOGITS, HeadError, graph_output, head_matmul
 
 VERIFY_ROWS = "verify_rows"
 
@@ -28,10 +28,10 @@ VERIFY_ROWS = "verify_rows"
 def last_rows_logits(model: ir.Model) -> int:
     """Feed the LM head the last ``verify_rows`` positions: logits become [batch, verify_rows, vocab]."""
     graph = model.graph
-    logits = _graph_output(graph, LOGITS)
+    logits = graph_output(graph, LOGITS)
     if logits is None:
         raise HeadError("the model has no 'logits' output")
-    head, chain = _head_matmul(logits)
+    head, chain = head_matmul(logits)
     if head is None or head.inputs[0].shape is None or len(head.inputs[0].shape) != 3:
         raise HeadError("'logits' must come from a MatMul over [batch, sequence, hidden] (then at most "
                         "elementwise ops with constants, such as Gemma 2's final soft-cap)")
@@ -54,7 +54,7 @@ def verify_draft(model: ir.Model) -> int:
     """Append ``verify_result = webinfer.VerifyDraft(logits, verify_ids, sampling_params, sampling_seed)``
     (after ``head.sample_token``, whose inputs it shares)."""
     graph = model.graph
-    logits = _graph_output(graph, LOGITS)
+    logits = graph_output(graph, LOGITS)
     named = {v.name: v for v in graph.inputs}
     if logits is None or any(n not in named for n in ("verify_ids", "sampling_params", "sampling_seed")):
         raise HeadError("the verification head needs the last-rows logits and the sampling inputs")

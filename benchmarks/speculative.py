@@ -139,10 +139,12 @@ def report(rows: list[dict]) -> None:
                     sums[key][0] += n
                     sums[key][1] += n / tps
             p, s = r["plain"]["decode_tok_s"] or 0.0, r["spec"]["decode_tok_s"] or 0.0
-            rate = (r["spec"]["spec"] or {}).get("acceptance_rate")
+            sp = r["spec"]["spec"] or {}
+            rate, cost = sp.get("acceptance_rate"), sp.get("verify_cost")
             print(f"  {r['prompt'][:48]!r:52} {len(r['spec']['ids']):3} tokens  plain {p:6.2f} tok/s  speculative "
                   f"{s:6.2f} tok/s  x{s / p if p else 0:4.2f}  acceptance {'-' if rate is None else f'{rate:.2f}'}"
-                  f"{'' if r['plain']['ids'] == r['spec']['ids'] else '  IDS DIFFER'}")
+                  f" ({sp.get('verify_steps')} verify + {sp.get('plain_steps')} plain steps, a verify "
+                  f"~{cost or 0:.1f} plain){'' if r['plain']['ids'] == r['spec']['ids'] else '  IDS DIFFER'}")
         tp, ts = (sums[k][0] / sums[k][1] if sums[k][1] else 0.0 for k in ("plain", "spec"))
         print(f"  total: plain {tp:.2f} tok/s, speculative {ts:.2f} tok/s: x{ts / tp if tp else 0:.2f}")
 
@@ -199,7 +201,7 @@ def main() -> int:
             print(f"  {prompt[:48]!r:52} {len(got):3} tokens  plain {plain_tps:6.2f} tok/s  speculative "
                   f"{spec_tps:6.2f} tok/s  x{spec_tps / plain_tps:4.2f}  acceptance "
                   f"{'-' if rate is None else f'{rate:.2f}'} ({sp['verify_steps']} verify + {sp['plain_steps']} "
-                  f"plain steps){'' if got == want else '  IDS DIFFER'}")
+                  f"plain steps, a verify ~{sp.get('verify_cost') or 0:.1f} plain){'' if got == want else '  IDS DIFFER'}")
         tp, ts = (totals[k][0] / totals[k][1] for k in ("plain", "spec"))
         print(f"  total: plain {tp:.2f} tok/s, speculative {ts:.2f} tok/s: x{ts / tp:.2f}")
     return 0

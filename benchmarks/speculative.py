@@ -161,7 +161,7 @@ def main() -> int:
     p.add_argument("--draft", type=Path, help="a draft model's artifact (default: prompt-lookup drafts)")
     p.add_argument("--draft-tokens", type=int, default=7,
                    help="7 (the default): 8 rows, one tile of the software class's int4 GEMM")
-    p.add_argument("--min-ngram", type=int, default=2, help="prompt lookup: the shortest match that drafts")
+    p.add_argument("--min-ngram", type=int, default=3, help="prompt lookup: the shortest match that drafts")
     p.add_argument("--repeat", type=int, default=2, help="runs of each prompt per mode; the fastest is kept")
     p.add_argument("--browser", action="store_true",
                    help="also in headless Chromium through the page's worker (prompt-lookup drafts)")

@@ -52,8 +52,9 @@ def test_ngram_greedy_equals_plain_on_20_prompts(tiny_gen):
     drafted = accepted = 0
     for i, ids in enumerate(_prompts(20)):
         want = _plain(tiny_gen, ids, 40)
-        # half the prompts with the default (adaptive) drafter, half with one drafting whenever it can
-        drafter = "ngram" if i % 2 else NgramDrafter(3 + i % 3, adaptive=False)
+        # half the prompts with the default (adaptive) drafter, half with one drafting on every match of 1-2
+        # tokens (the tiny random model seldom continues as its prompt did: drafts get both accepted and rejected)
+        drafter = "ngram" if i % 2 else NgramDrafter(3 + i % 3, adaptive=False, min_ngram=1 + i % 4 // 2)
         got = _spec(tiny_gen, ids, 40, drafter, k=3 + i % 3)
         assert got == want, f"prompt {i}"
         st = tiny_gen.stats["speculative"]
@@ -165,12 +166,13 @@ def test_refusals_are_one_line(tiny_gen, other_tiny_gen, tiny_chat_gen):
 def test_ngram_drafter_proposes_the_latest_longest_continuation():
     from webinfer.llm.speculative import NgramDrafter
 
-    d = NgramDrafter(3)
+    d = NgramDrafter(3, min_ngram=2)
     assert run_sync(d.propose([1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2])) == [4, 5, 6]  # latest match of [1, 2]
     # the longest suffix match wins over a later shorter one
     assert run_sync(d.propose([5, 1, 2, 7, 8, 0, 1, 2, 6, 6, 5, 1, 2])) == [7, 8, 0]
     assert run_sync(d.propose([7, 8, 9, 7, 8])) == [9, 7, 8]
-    assert run_sync(d.propose([1, 2, 3, 1])) == []  # matches of one token draft nothing by default
+    assert run_sync(d.propose([1, 2, 3, 1])) == []  # matches of one token draft nothing here
+    assert run_sync(NgramDrafter(3).propose([7, 8, 9, 7, 8])) == []  # nor of two by default
     one = NgramDrafter(3, min_ngram=1)
     assert run_sync(one.propose([1, 2, 3, 1])) == [2, 3, 1]
     assert run_sync(one.propose([5, 6, 5])) == [6, 5, 5]  # a short continuation repeats its last token
@@ -180,7 +182,7 @@ def test_ngram_drafter_proposes_the_latest_longest_continuation():
 def test_ngram_drafter_adapts_to_what_drafts_gain():
     from webinfer.llm.lookup import PROBE_EVERY, NgramDrafter
 
-    d = NgramDrafter(7)
+    d = NgramDrafter(7, min_ngram=2)
     d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop)
     # idle (chain the next step) when no match of `need` tokens can end with the next token
     assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
@@ -197,7 +199,7 @@ def test_ngram_drafter_adapts_to_what_drafts_gain():
     d.observe(3, 3)  # a gain, the whole draft: back to long drafts, a shorter match
     assert (d.skip, d.backoff, d.need, d.length) == (0, 0, 3, 7)
     # a possible match that the next token rarely extends: the step is chained all the same
-    d = NgramDrafter(7)
+    d = NgramDrafter(7, min_ngram=2)
     for _ in range(3):
         assert not d.idle([4, 5, 6, 4]) or d.hit < 0.5
         d.idle([4, 5, 6, 4, 9])  # the token that came did not extend [4] -> [4, 5]
@@ -205,10 +207,10 @@ def test_ngram_drafter_adapts_to_what_drafts_gain():
     # where no draft can pay (7 drafts cost 9 plain steps), none until a probe is due
     d = NgramDrafter(7)
     d.observe(7, 7, cost=9.0)
-    history = [1, 2, 3, 4, 1, 2, 3]
+    history = [1, 2, 3, 4, 5, 1, 2, 3, 4]  # (that loss raised the match needed to 4 tokens)
     assert d.hopeless() and d.idle(history) and run_sync(d.propose(history)) == []
     d.since = PROBE_EVERY
-    assert not d.hopeless() and run_sync(d.propose(history)) == [4, 1, 2, 3, 3, 3, 3]
+    assert not d.hopeless() and run_sync(d.propose(history)) == [5, 1, 2, 3, 4, 4, 4]
     d.observe(7, 7, cost=2.0)  # the machine got faster: 0.7 * 9 + 0.3 * 2 = 6.9 < 8
     assert not d.hopeless()
 

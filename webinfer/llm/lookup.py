@@ -31,9 +31,10 @@ MAX_PAUSE = 32
 
 class NgramDrafter:
     """Prompt lookup: copy what followed the longest matching suffix the previous time it occurred.
-    ``k``: the longest draft; ``min_ngram``: the shortest match that drafts; ``max_ngram``: the longest looked for."""
+    ``k``: the longest draft; ``min_ngram``: the shortest match that drafts (3: SmolLM2's first 2-token matches
+    in ordinary answers were rejected); ``max_ngram``: the longest looked for."""
 
-    def __init__(self, k: int, max_ngram: int = 8, min_ngram: int = 2, adaptive: bool = True):
+    def __init__(self, k: int, max_ngram: int = 8, min_ngram: int = 3, adaptive: bool = True):
         self.k, self.max_ngram, self.min_ngram, self.adaptive = k, max(max_ngram, min_ngram), min_ngram, adaptive
         self.short = min(k, 3)
         self.costs: dict[int, float] = {}  # draft length -> its verification step's time over a plain step's

@@ -78,7 +78,7 @@ try {
     return { ids, decode_tok_s: chat.stats.decode_tok_s, spec: chat.stats.speculative || null };
   };
   await turn("Hi", { maxNewTokens: 4 });
-  await turn(groups[0][1][0], { maxNewTokens: 4, speculative: "ngram", draftTokens: k });
+  await turn(groups[0][1].at(-1), { maxNewTokens: 16, speculative: "ngram", draftTokens: k });  // a verification
   const rows = [];
   for (const [group, prompts] of groups) {
     for (const p of prompts) {
@@ -185,7 +185,9 @@ def main() -> int:
     print(f"adapter: {gen.core.device.facts().name}; kernel class {gen.core.choice.kernel_class}; drafts: "
           f"{a.draft or 'ngram'}, k = {a.draft_tokens}")
     run(gen, ORDINARY[0], 8)  # warm-up: every kernel's first dispatch compiles it
-    run(gen, REPEATING[0], 8, **spec)
+    # and a verification step of each draft length (its plan and pipelines), drafting on any match
+    for k in sorted({a.draft_tokens, min(a.draft_tokens, 3)}):
+        run(gen, REPEATING[2], 12, speculative=NgramDrafter(k, min_ngram=1, adaptive=False), draft_tokens=k)
     for group, prompts in (("repeating context", REPEATING), ("ordinary", ORDINARY)):
         print(f"\n{group}:")
         totals = {"plain": [0, 0.0], "spec": [0, 0.0]}

@@ -206,6 +206,8 @@ def test_ngram_drafter_adapts_to_what_drafts_gain():
     assert d.hit < 0.5 and d.idle([4, 5, 6, 4])
     # where no draft can pay (7 drafts cost 9 plain steps), none until a probe is due
     d = NgramDrafter(7)
+    d.observe(7, 7, cost=30.0)  # a shape's first verification (plan, pipelines) is no cost sample
+    assert d.costs == {} and not d.hopeless()
     d.observe(7, 7, cost=9.0)
     history = [1, 2, 3, 4, 5, 1, 2, 3, 4]  # (that loss raised the match needed to 4 tokens)
     assert d.hopeless() and d.idle(history) and run_sync(d.propose(history)) == []

@@ -39,6 +39,7 @@ class NgramDrafter:
         self.short = min(k, 3)
         self.costs: dict[int, float] = {}  # draft length -> its verification step's time over a plain step's
         self.since = 0  # steps since the last verification (across generations: the probe's clock)
+        self.warm: set[int] = set()  # draft lengths verified once (their first time is not a cost sample)
         self.reset()
 
     def hopeless(self) -> bool:
@@ -61,6 +62,9 @@ class NgramDrafter:
         """After a verification of ``drafted`` tokens that accepted ``accepted``; ``cost``: that step's time over
         a plain step's, when the loop measured it."""
         self.since = 0
+        if drafted not in self.warm:  # a step shape's first run builds its plan and compiles its pipelines
+            self.warm.add(drafted)
+            cost = None
         if cost is not None and cost > 0:
             old = self.costs.get(drafted)
             self.costs[drafted] = cost if old is None else 0.7 * old + 0.3 * cost

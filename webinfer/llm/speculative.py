@@ -123,7 +123,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     out_ids: list[int] = []
     history = list(ids)
     reused = common_prefix(gen._cached, ids, len(ids) - 1)
-    spec = {"draft_tokens": k, "drafted": 0, "accepted": 0, "verify_steps": 0, "plain_steps": 0}
+    spec = {"draft_tokens": k, "drafted": 0, "accepted": 0, "verify_steps": 0, "plain_steps": 0, "waited_steps": 0}
     gen.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "reused_tokens": reused,
                  "speculative": spec}
     t0 = time.perf_counter()
@@ -189,6 +189,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 t_launch = time.perf_counter()
                 ticket, kind, pos = gen._launch([history[-1]], pos, params, seed, step, [], None, True), "plain", pos + 1
                 spec["plain_steps"] += 1
+                spec["waited_steps"] += 1  # launched after its token was read: the GPU waited for the host
             step += 1
     finally:
         # the cache holds every token but the last (the verification wrote the accepted drafts' rows)

@@ -143,7 +143,8 @@ def report(rows: list[dict]) -> None:
             rate, cost = sp.get("acceptance_rate"), sp.get("verify_cost")
             print(f"  {r['prompt'][:48]!r:52} {len(r['spec']['ids']):3} tokens  plain {p:6.2f} tok/s  speculative "
                   f"{s:6.2f} tok/s  x{s / p if p else 0:4.2f}  acceptance {'-' if rate is None else f'{rate:.2f}'}"
-                  f" ({sp.get('verify_steps')} verify + {sp.get('plain_steps')} plain steps, a verify "
+                  f" ({sp.get('verify_steps')} verify + {sp.get('plain_steps')} plain steps, "
+                  f"{sp.get('waited_steps', '-')} unchained, a verify "
                   f"~{cost or 0:.1f} plain){'' if r['plain']['ids'] == r['spec']['ids'] else '  IDS DIFFER'}")
         tp, ts = (sums[k][0] / sums[k][1] if sums[k][1] else 0.0 for k in ("plain", "spec"))
         print(f"  total: plain {tp:.2f} tok/s, speculative {ts:.2f} tok/s: x{ts / tp if tp else 0:.2f}")

@@ -2,9 +2,9 @@
 
 A draft is the continuation of the latest earlier occurrence of the longest suffix of the history (prompt +
 output) that occurred before. It is worth a verification step only when enough of it is accepted: a step of
-k + 1 rows costs ``cost`` plain steps (measured by the decoding loop as it goes: 2-2.5 on a quiet lavapipe,
-5-9 under load, about 1 on a real GPU), so it gains only when accepted + 1 > cost. As llama.cpp's and vLLM's lookup decoding,
-it adapts (``adaptive=False`` keeps the first two mechanisms' exact rule and pauses only):
+k + 1 rows costs some plain steps (measured by the decoding loop as it goes; SmolLM2-135M on a loaded lavapipe:
+2-4, and 7-12 before stop 36's GEMM fix), so it gains only when accepted + 1 exceeds that cost. As llama.cpp's
+and vLLM's lookup decoding, it adapts (``adaptive=False`` keeps the exact idle rule and the pauses only):
 
 - the match must be long enough: ``need`` tokens (from ``min_ngram``), one more after each verification that
   lost time, one less after each that gained (a copy in progress matches long, paraphrase matches short);
@@ -47,11 +47,6 @@ class NgramDrafter:
         return (self.adaptive and bool(self.costs) and all(c >= n + 1 for n, c in self.costs.items())
                 and self.since < PROBE_EVERY)
 
-    @property
-    def cost(self) -> float:
-        """The current draft length's verification cost in plain steps (measured, else DEFAULT_COST)."""
-        return self.costs.get(self.length, DEFAULT_COST)
-
     def reset(self) -> None:
         """A new generation: thresholds back to their start (the measured costs are the machine's: they stay)."""
         self.skip = self.backoff = 0
@@ -89,16 +84,14 @@ class NgramDrafter:
         if self.pending:  # the last call's possible match: did the token that came extend it?
             self.pending = False
             self.hit = 0.75 * self.hit + 0.25 * (_longest_match(history, self.need)[0] >= self.need)
-        self.since += 1
         if self.skip > 0:
             self.skip -= 1
-            return True
-        if self.hopeless():
-            return True
-        if self.need >= 2 and _longest_match(history, self.need - 1)[0] < self.need - 1:
-            return True
-        self.pending = self.adaptive
-        return self.adaptive and self.hit < 0.5
+        elif not (self.hopeless() or self.need >= 2 and _longest_match(history, self.need - 1)[0] < self.need - 1):
+            self.pending = self.adaptive
+            if not self.adaptive or self.hit >= 0.5:
+                return False  # (propose counts this step)
+        self.since += 1
+        return True
 
     async def propose(self, history: list[int]) -> list[int]:
         self.since += 1

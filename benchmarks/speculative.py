@@ -78,7 +78,7 @@ try {
     return { ids, decode_tok_s: chat.stats.decode_tok_s, spec: chat.stats.speculative || null };
   };
   await turn("Hi", { maxNewTokens: 4 });
-  await turn(groups[0][1][0], { maxNewTokens: 4, speculative: "ngram", draftTokens: k });
+  await turn(groups[0][1].at(-1), { maxNewTokens: 16, speculative: "ngram", draftTokens: k });  // a verification
   const rows = [];
   for (const [group, prompts] of groups) {
     for (const p of prompts) {
@@ -139,18 +139,22 @@ def report(rows: list[dict]) -> None:
                     sums[key][0] += n
                     sums[key][1] += n / tps
             p, s = r["plain"]["decode_tok_s"] or 0.0, r["spec"]["decode_tok_s"] or 0.0
-            rate = (r["spec"]["spec"] or {}).get("acceptance_rate")
+            sp = r["spec"]["spec"] or {}
+            rate, cost = sp.get("acceptance_rate"), sp.get("verify_cost")
             print(f"  {r['prompt'][:48]!r:52} {len(r['spec']['ids']):3} tokens  plain {p:6.2f} tok/s  speculative "
                   f"{s:6.2f} tok/s  x{s / p if p else 0:4.2f}  acceptance {'-' if rate is None else f'{rate:.2f}'}"
-                  f"{'' if r['plain']['ids'] == r['spec']['ids'] else '  IDS DIFFER'}")
+                  f" ({sp.get('verify_steps')} verify + {sp.get('plain_steps')} plain steps, "
+                  f"{sp.get('waited_steps', '-')} unchained, a verify "
+                  f"~{cost or 0:.1f} plain){'' if r['plain']['ids'] == r['spec']['ids'] else '  IDS DIFFER'}")
         tp, ts = (sums[k][0] / sums[k][1] if sums[k][1] else 0.0 for k in ("plain", "spec"))
         print(f"  total: plain {tp:.2f} tok/s, speculative {ts:.2f} tok/s: x{ts / tp if tp else 0:.2f}")
 
 
-def best(gen, prompt: str, n: int, repeat: int, **spec):
-    """The fastest of ``repeat`` runs (the machine's load only ever slows a run down)."""
-    runs = [run(gen, prompt, n, **spec) for _ in range(max(1, repeat))]
-    return max(runs, key=lambda r: r[1] or 0.0)
+def paired(gen, prompt: str, n: int, repeat: int, **spec):
+    """Plain and speculative runs alternating, ``repeat`` of each; the fastest of each (the machine's load only
+    ever slows a run down, and alternating exposes both to the same load)."""
+    runs = [(run(gen, prompt, n), run(gen, prompt, n, **spec)) for _ in range(max(1, repeat))]
+    return (max((r[0] for r in runs), key=lambda r: r[1] or 0.0), max((r[1] for r in runs), key=lambda r: r[1] or 0.0))
 
 
 def main() -> int:
@@ -159,8 +163,9 @@ def main() -> int:
     p.add_argument("--draft", type=Path, help="a draft model's artifact (default: prompt-lookup drafts)")
     p.add_argument("--draft-tokens", type=int, default=7,
                    help="7 (the default): 8 rows, one tile of the software class's int4 GEMM")
-    p.add_argument("--min-ngram", type=int, default=2, help="prompt lookup: the shortest match that drafts")
-    p.add_argument("--repeat", type=int, default=2, help="runs of each prompt per mode; the fastest is kept")
+    p.add_argument("--min-ngram", type=int, default=3, help="prompt lookup: the shortest match that drafts")
+    p.add_argument("--repeat", type=int, default=2, help="runs of each prompt per mode, alternating; the fastest "
+                   "of each mode is kept")
     p.add_argument("--browser", action="store_true",
                    help="also in headless Chromium through the page's worker (prompt-lookup drafts)")
     p.add_argument("--browser-only", action="store_true")
@@ -183,13 +188,14 @@ def main() -> int:
     print(f"adapter: {gen.core.device.facts().name}; kernel class {gen.core.choice.kernel_class}; drafts: "
           f"{a.draft or 'ngram'}, k = {a.draft_tokens}")
     run(gen, ORDINARY[0], 8)  # warm-up: every kernel's first dispatch compiles it
-    run(gen, REPEATING[0], 8, **spec)
+    # and a verification step of each draft length (its plan and pipelines), drafting on any match
+    for k in sorted({a.draft_tokens, min(a.draft_tokens, 3)}):
+        run(gen, REPEATING[2], 12, speculative=NgramDrafter(k, min_ngram=1, adaptive=False), draft_tokens=k)
     for group, prompts in (("repeating context", REPEATING), ("ordinary", ORDINARY)):
         print(f"\n{group}:")
         totals = {"plain": [0, 0.0], "spec": [0, 0.0]}
         for prompt in prompts:
-            want, plain_tps, st_p = best(gen, prompt, a.max_new_tokens, a.repeat)
-            got, spec_tps, st = best(gen, prompt, a.max_new_tokens, a.repeat, **spec)
+            (want, plain_tps, st_p), (got, spec_tps, st) = paired(gen, prompt, a.max_new_tokens, a.repeat, **spec)
             for key, s, tps in (("plain", st_p, plain_tps), ("spec", st, spec_tps)):
                 if tps:
                     totals[key][0] += len(s["token_ids"]) - 1
@@ -199,7 +205,7 @@ def main() -> int:
             print(f"  {prompt[:48]!r:52} {len(got):3} tokens  plain {plain_tps:6.2f} tok/s  speculative "
                   f"{spec_tps:6.2f} tok/s  x{spec_tps / plain_tps:4.2f}  acceptance "
                   f"{'-' if rate is None else f'{rate:.2f}'} ({sp['verify_steps']} verify + {sp['plain_steps']} "
-                  f"plain steps){'' if got == want else '  IDS DIFFER'}")
+                  f"plain steps, {sp['waited_steps']} unchained, a verify ~{sp.get('verify_cost') or 0:.1f} plain){'' if got == want else '  IDS DIFFER'}")
         tp, ts = (totals[k][0] / totals[k][1] for k in ("plain", "spec"))
         print(f"  total: plain {tp:.2f} tok/s, speculative {ts:.2f} tok/s: x{ts / tp:.2f}")
     return 0

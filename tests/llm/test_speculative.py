@@ -47,10 +47,15 @@ def _spec(gen: Generator, ids, n: int, speculative, k: int = 4) -> list[int]:
 
 
 def test_ngram_greedy_equals_plain_on_20_prompts(tiny_gen):
+    from webinfer.llm.speculative import NgramDrafter
+
     drafted = accepted = 0
     for i, ids in enumerate(_prompts(20)):
         want = _plain(tiny_gen, ids, 40)
-        got = _spec(tiny_gen, ids, 40, "ngram", k=3 + i % 3)
+        # half the prompts with the default (adaptive) drafter, half with one drafting on every match of 1-2
+        # tokens (the tiny random model seldom continues as its prompt did: drafts get both accepted and rejected)
+        drafter = "ngram" if i % 2 else NgramDrafter(3 + i % 3, adaptive=False, min_ngram=1 + i % 4 // 2)
+        got = _spec(tiny_gen, ids, 40, drafter, k=3 + i % 3)
         assert got == want, f"prompt {i}"
         st = tiny_gen.stats["speculative"]
         drafted += st["drafted"]
@@ -158,26 +163,58 @@ def test_refusals_are_one_line(tiny_gen, other_tiny_gen, tiny_chat_gen):
     assert len(list(tiny_gen.generate(ids, max_new_tokens=4, stop_at_eos=False, speculative="ngram"))) == 4
 
 
-def test_ngram_drafter_proposes_the_latest_continuation():
+def test_ngram_drafter_proposes_the_latest_longest_continuation():
     from webinfer.llm.speculative import NgramDrafter
 
-    d = NgramDrafter(3)
+    d = NgramDrafter(3, min_ngram=2)
     assert run_sync(d.propose([1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2])) == [4, 5, 6]  # latest match of [1, 2]
+    # the longest suffix match wins over a later shorter one
+    assert run_sync(d.propose([5, 1, 2, 7, 8, 0, 1, 2, 6, 6, 5, 1, 2])) == [7, 8, 0]
     assert run_sync(d.propose([7, 8, 9, 7, 8])) == [9, 7, 8]
-    assert run_sync(d.propose([1, 2, 3, 1])) == []  # matches of one token draft nothing by default
-    # idle: known before the next token: no 2-token match can end with it when the last token is new
-    assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
-    d.observe(1, 3)  # a verification that gained less than 2 tokens: one step without drafts
-    assert d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
-    d.observe(0, 3)  # twice in a row: two steps
-    assert run_sync(d.propose([7, 8, 9, 7, 8])) == [] and d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
-    d.observe(3, 3)  # a good one ends the back-off
-    d.observe(0, 3)
-    assert d.idle([1, 2, 1]) and not d.idle([1, 2, 1])
+    assert run_sync(d.propose([1, 2, 3, 1])) == []  # matches of one token draft nothing here
+    assert run_sync(NgramDrafter(3).propose([7, 8, 9, 7, 8])) == []  # nor of two by default
     one = NgramDrafter(3, min_ngram=1)
     assert run_sync(one.propose([1, 2, 3, 1])) == [2, 3, 1]
     assert run_sync(one.propose([5, 6, 5])) == [6, 5, 5]  # a short continuation repeats its last token
     assert run_sync(one.propose([1, 2, 3])) == []
+
+
+def test_ngram_drafter_adapts_to_what_drafts_gain():
+    from webinfer.llm.lookup import PROBE_EVERY, NgramDrafter
+
+    d = NgramDrafter(7, min_ngram=2)
+    d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop)
+    # idle (chain the next step) when no match of `need` tokens can end with the next token
+    assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
+    d.observe(0, 7)  # a loss (1 token for 2 steps): a step's pause, a longer match needed, short drafts
+    assert (d.skip, d.need, d.length) == (1, 3, 3)
+    assert d.idle([1, 2, 1, 2]) and d.skip == 0  # the pause
+    d.hit, d.pending = 1.0, False  # (matches have been extended lately)
+    assert d.idle([1, 2, 1]) and not d.idle([1, 2, 1, 2])  # [2, 1] never occurred: no 3-token match can end next
+    d.observe(0, 3)
+    assert (d.skip, d.need) == (2, 4)
+    assert run_sync(d.propose([1, 2, 3, 1, 2, 3])) == [] and run_sync(d.propose([1, 2, 3, 1, 2, 3])) == []
+    assert run_sync(d.propose([1, 2, 3, 1, 2, 3])) == []  # a 3-token match, 4 needed
+    assert run_sync(d.propose([9, 1, 2, 3, 5, 9, 1, 2, 3])) == [5, 9, 1]  # 4 tokens: short draft
+    d.observe(3, 3)  # a gain, the whole draft: back to long drafts, a shorter match
+    assert (d.skip, d.backoff, d.need, d.length) == (0, 0, 3, 7)
+    # a possible match that the next token rarely extends: the step is chained all the same
+    d = NgramDrafter(7, min_ngram=2)
+    for _ in range(3):
+        assert not d.idle([4, 5, 6, 4]) or d.hit < 0.5
+        d.idle([4, 5, 6, 4, 9])  # the token that came did not extend [4] -> [4, 5]
+    assert d.hit < 0.5 and d.idle([4, 5, 6, 4])
+    # where no draft can pay (7 drafts cost 9 plain steps), none until a probe is due
+    d = NgramDrafter(7)
+    d.observe(7, 7, cost=30.0)  # a shape's first verification (plan, pipelines) is no cost sample
+    assert d.costs == {} and not d.hopeless()
+    d.observe(7, 7, cost=9.0)
+    history = [1, 2, 3, 4, 5, 1, 2, 3, 4]  # (that loss raised the match needed to 4 tokens)
+    assert d.hopeless() and d.idle(history) and run_sync(d.propose(history)) == []
+    d.since = PROBE_EVERY
+    assert not d.hopeless() and run_sync(d.propose(history)) == [5, 1, 2, 3, 4, 4, 4]
+    d.observe(7, 7, cost=2.0)  # the machine got faster: 0.7 * 9 + 0.3 * 2 = 6.9 < 8
+    assert not d.hopeless()
 
 
 def test_generate_cli_speculative_json(tiny_wi, tmp_path):

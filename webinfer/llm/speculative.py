@@ -12,9 +12,10 @@ that the next step overwrites before any query sees them (the attention reads po
 length, and the step writes its own rows first), as a chat turn overwrites what an earlier answer left.
 
 Drafters:
-- ``"ngram"`` (prompt lookup): the continuation of the latest earlier occurrence of the last 3 (then 2)
-  tokens of the prompt + output; nothing to propose -> a plain one-token step. (Single-token matches are
-  mostly wrong on ordinary text: SmolLM2 accepted 4 % of them, and each costs a verification step.)
+- ``"ngram"`` (prompt lookup, llm/lookup.py): the continuation of the latest earlier occurrence of the
+  longest matching suffix of the prompt + output, drafted only while drafts pay for themselves (the loop
+  measures what a verification step costs in plain steps and tells the drafter); nothing to propose -> a
+  plain one-token step.
 - another ``Generator`` of the same vocabulary (a small model): it decodes k tokens greedily over its own
   cache, which keeps the ids the target has accepted (only the tokens it lacks are fed each round).
 """
@@ -25,52 +26,13 @@ import struct
 import time
 
 from ..errors import WebinferError
+from .lookup import NgramDrafter
 from .streaming import NoText, common_prefix
 
 GREEDY = struct.pack("<4f", 0.0, 0.0, 1.0, 1.0)
 # Drafts a step by default: prompt lookup costs nothing, and up to 8 rows cost one tile of the software class's
 # int4 GEMM (the verification step of 5 rows costs about what 8 do); a draft model pays a step per token.
 DEFAULT_NGRAM_TOKENS, DEFAULT_MODEL_TOKENS = 7, 4
-
-
-class NgramDrafter:
-    """Prompt lookup: copy what followed the last tokens the previous time they occurred."""
-
-    def __init__(self, k: int, max_ngram: int = 3, min_ngram: int = 2):
-        self.k, self.max_ngram, self.min_ngram = k, max_ngram, min_ngram
-        self.skip = self.backoff = 0
-
-    def observe(self, accepted: int, drafted: int) -> None:
-        """After a verification: one that gained less than 2 tokens cost more than it gave (a step of k + 1
-        rows costs about 2 plain steps on the software class), so drafting pauses for 1, 2, 4, then 8 steps
-        while that goes on."""
-        if accepted < 2:
-            self.backoff = min(8, max(1, 2 * self.backoff))
-            self.skip = self.backoff
-        else:
-            self.backoff = 0
-
-    def idle(self, history: list[int]) -> bool:
-        """Known before the next token is read: no draft will follow it (a back-off step, or history[-1] never
-        occurred before, so no match of 2+ tokens can end with the next token). Consumes a back-off step."""
-        if self.skip > 0:
-            self.skip -= 1
-            return True
-        return self.min_ngram >= 2 and history[-1] not in history[:-1]
-
-    async def propose(self, history: list[int]) -> list[int]:
-        if self.skip > 0:
-            self.skip -= 1
-            return []
-        n_hist = len(history)
-        for n in range(min(self.max_ngram, n_hist - 1), self.min_ngram - 1, -1):
-            tail = history[n_hist - n:]
-            for start in range(n_hist - n - 1, -1, -1):  # the latest earlier occurrence first
-                if history[start:start + n] == tail:
-                    follow = history[start + n:start + n + self.k]
-                    # always k tokens (one plan per step shape): a short continuation repeats its last token
-                    return follow + [follow[-1]] * (self.k - len(follow))
-        return []
 
 
 class ModelDrafter:
@@ -105,8 +67,12 @@ def make_drafter(speculative, target, k: int | None):
     if k is None:
         k = DEFAULT_NGRAM_TOKENS if speculative == "ngram" else DEFAULT_MODEL_TOKENS
     check_draft_tokens(k)
-    if speculative == "ngram":
-        return NgramDrafter(k)
+    if speculative == "ngram":  # one per Generator and k: what it measured of the machine carries over
+        kept = getattr(target, "_lookup_drafter", None)
+        if kept is None or kept.k != k:
+            kept = NgramDrafter(k)
+            target._lookup_drafter = kept
+        return kept
     if isinstance(speculative, (NgramDrafter, ModelDrafter)):  # a drafter made with other settings
         return speculative
     if hasattr(speculative, "core") and hasattr(speculative, "_launch"):
@@ -149,13 +115,15 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                             "applies no bias and reports no logprobs): use one or the other")
     check_verify_head(gen)
     drafter = make_drafter(speculative, gen, draft_tokens)
+    if hasattr(drafter, "reset"):
+        drafter.reset()
     k = drafter.k
     params = struct.pack("<4f", temperature, float(top_k), top_p, 1.0)
     decoder = gen.tokenizer.stream_decoder(skip_special_tokens=True) if gen.tokenizer is not None else NoText()
     out_ids: list[int] = []
     history = list(ids)
     reused = common_prefix(gen._cached, ids, len(ids) - 1)
-    spec = {"draft_tokens": k, "drafted": 0, "accepted": 0, "verify_steps": 0, "plain_steps": 0}
+    spec = {"draft_tokens": k, "drafted": 0, "accepted": 0, "verify_steps": 0, "plain_steps": 0, "waited_steps": 0}
     gen.stats = {"prompt_ids": list(ids), "token_ids": out_ids, "text": "", "reused_tokens": reused,
                  "speculative": spec}
     t0 = time.perf_counter()
@@ -163,8 +131,13 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     gen._cached = []
     # Plain steps are launched with overlap: while one is in flight, the next may already be launched with its
     # token copied on the GPU, when the drafter knows it will not draft there (``idle``), as plain decoding does.
+    # A step's time: from its launch (or the previous step's collection, when it was launched before that) to
+    # its collection. Chained plain steps give the GPU's time a step; a verification's over it is its cost in
+    # plain steps, which the drafter weighs its drafts against.
+    clock = StepClock(drafter)
     ticket, kind = gen._launch(ids[reused:], reused, params, seed, 0, [], None, True), "plain"
     pos, base, draft = len(ids), 0, []  # pos: the cache's length once ``ticket`` is done (a plain step's)
+    t_launch, chained = time.perf_counter(), False
     step, failed, done = 1, True, False
     try:
         while True:
@@ -175,6 +148,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 step += 1
                 spec["plain_steps"] += 1
             (res,) = await gen.core.collect(ticket)
+            seconds = clock.collected(t_launch, kind, chained and t_first is not None)
             if kind == "plain":
                 new = [struct.unpack("<i", res.data[:4])[0]]
             else:
@@ -185,7 +159,7 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 spec["accepted"] += n
                 spec["verify_steps"] += 1
                 if hasattr(drafter, "observe"):
-                    drafter.observe(n, len(draft))
+                    drafter.observe(n, len(draft), clock.ratio(seconds))
             if t_first is None:
                 t_first = time.perf_counter()
             failed = False  # from here on a stop leaves the cache consistent
@@ -202,16 +176,20 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
                 break
             failed = True
             if nxt is not None:
-                ticket, kind, pos = nxt, "plain", pos + 1
+                ticket, kind, pos, chained = nxt, "plain", pos + 1, True
                 continue
+            chained = False
             # history[-1] is not in the cache yet: it is the next step's first input, at position pos
             draft = (await drafter.propose(history))[:max(0, gen.max_seq - pos - 1)]
             if draft:
+                t_launch = time.perf_counter()
                 ticket, kind, base = gen._launch([history[-1]] + draft, pos, params, seed, step, [], None, False,
                                                  outputs=("verify_result",), verify=draft + [-1]), "verify", pos
             else:
+                t_launch = time.perf_counter()
                 ticket, kind, pos = gen._launch([history[-1]], pos, params, seed, step, [], None, True), "plain", pos + 1
                 spec["plain_steps"] += 1
+                spec["waited_steps"] += 1  # launched after its token was read: the GPU waited for the host
             step += 1
     finally:
         # the cache holds every token but the last (the verification wrote the accepted drafts' rows)
@@ -220,12 +198,41 @@ async def agenerate_speculative(gen, ids: list[int], speculative, draft_tokens: 
     t_end = time.perf_counter()
     n_decode = len(out_ids) - 1
     spec["acceptance_rate"] = spec["accepted"] / spec["drafted"] if spec["drafted"] else None
+    # a verification step of k drafts in plain steps, as last measured (None: not measured)
+    spec["verify_cost"] = getattr(drafter, "costs", {}).get(k)
     gen.stats.update({
         "ttft_s": t_first - t0,
         "prefill_tok_s": (len(ids) - reused) / (t_first - t0),
         "decode_tok_s": n_decode / (t_end - t_first) if n_decode > 0 and t_end > t_first else None,
         "cancelled": gen._cancelled,
     })
+
+
+class StepClock:
+    """Step times inside one generation: the median of recent plain decode steps' (the time a step; a readback
+    may also wait for the step chained after it, so single intervals mislead), kept on the drafter between
+    generations, and a verification's time over it."""
+
+    def __init__(self, drafter):
+        self.drafter, self.last = drafter, None
+        if not hasattr(drafter, "plain_times"):
+            drafter.plain_times = []
+
+    def collected(self, t_launch: float, kind: str, chained: bool) -> float:
+        """The step just collected took this long (from its launch, or from the previous collection when it
+        was launched before that); a plain decode step's time is kept (the last 15; not the prefill's)."""
+        now = time.perf_counter()
+        seconds = now - (t_launch if self.last is None or not chained else max(t_launch, self.last))
+        self.last_was_step, self.last = self.last is not None, now
+        if kind == "plain" and self.last_was_step:
+            times = self.drafter.plain_times
+            times.append(seconds)
+            del times[:-15]
+        return seconds
+
+    def ratio(self, seconds: float) -> float | None:
+        times = sorted(self.drafter.plain_times)
+        return seconds / times[len(times) // 2] if len(times) >= 3 and times[len(times) // 2] > 0 else None
 
 
 __all__ = ["NgramDrafter", "ModelDrafter", "agenerate_speculative", "make_drafter"]

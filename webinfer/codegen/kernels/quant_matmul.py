@@ -102,7 +102,7 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", _normalized(ctx, reads, gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
                      when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
-                     sgx=_shares_x(ctx, fmt, t.wx), **common)
+                     sgx=_shares_x(ctx, fmt, t.wx), few_rows=not isinstance(rows, int), **common)
 
 
 def _split_n(ctx, parts: list, out, steps: tuple, epilogue_fn: str) -> None:

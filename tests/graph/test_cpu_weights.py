@@ -152,3 +152,20 @@ def test_the_runtime_sets_the_same_session_config():
     from webinfer.runtime import cpu
 
     assert cpu.SESSION_CONFIG == SESSION_CONFIG
+
+
+def test_the_cli_flag(tmp_path):
+    """`webinfer build --cpu --cpu-weights f16` stores a float16 CPU model and says so; a bad value is refused by
+    the parser in one line."""
+    import subprocess
+
+    onnx.save(_tied_decoder(), str(tmp_path / "m.onnx"))
+    cmd = [sys.executable, "-m", "webinfer.cli", "build", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.wi"),
+           "--cpu", "--cpu-weights", "f16"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "CPU path: assets/cpu-model.onnx" in r.stdout and "f16 weights" in r.stdout
+    stored = onnx.load(str(tmp_path / "m.wi" / "assets" / "cpu-model.onnx"))
+    assert TensorProto.FLOAT16 in {i.data_type for i in stored.graph.initializer}
+    bad = subprocess.run(cmd[:-1] + ["int2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--cpu-weights" in bad.stderr

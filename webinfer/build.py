@@ -32,7 +32,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
           max_seq: int | None = None, quantize: str | None = None, generation: bool = True,
           nested_inputs: dict | None = None, preprocess=None, postprocess=None, cpu: bool = False,
           task: str | None = None, extra: dict | None = None, assets: dict | None = None,
-          sentence_embedding: str | None = None) -> dict:
+          sentence_embedding: str | None = None, cpu_weights: str | None = None) -> dict:
     """Compile ``model`` (path or ModelProto) into an artifact at ``out_dir``; returns the manifest.
 
     ``target``: the kernel classes to carry (``portable``, ``software``, ``gpu``: options.py), or a
@@ -59,6 +59,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
+    ``cpu_weights`` (``f32``, ``f16``, ``int4``; default: ``int4`` for ``--quantize int4``, ``f16`` for ``f16``,
+    else ``f32``): how the CPU model stores its weights (graph/cpu_weights.py).
     An encoder-decoder export folder (optimum's layout) builds into one artifact (graph/seq2seq.py); ``extra`` and
     ``assets`` are its manifest block and files.
     """
@@ -103,7 +105,8 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
                 else "the sentence-embedding pooling")
         cpu_note, cpu_bytes = {"skipped": f"{what} has no standard-ONNX form for the CPU path yet"}, None
     else:
-        cpu_note, cpu_bytes = _cpu_model(model, preprocess, postprocess, rewrites) if cpu else (None, None)
+        cpu_note, cpu_bytes = (_cpu_model(model, preprocess, postprocess, rewrites, cpu_weights_for(quantize, cpu_weights))
+                               if cpu else (None, None))
     index_bounds = input_index_bounds(ir_model)  # before any rewrite hides the embedding Gather
     expand_contrib(ir_model, keep=llm.CONTRIB_KEPT if rewrites else frozenset())
     if quantize not in (None, *quantize_formats):
@@ -198,7 +201,19 @@ def _declared_ranks(ir_model, program) -> bool:
     return all(declared.get(name) is None or len(declared[name]) == len(t.shape) for name, t in program.outputs)
 
 
-def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | None]:
+def cpu_weights_for(quantize: str | None, cpu_weights: str | None) -> str:
+    """The CPU model's weight format: as asked, else following the GPU artifact's --quantize where onnxruntime
+    has a form of it (int4: MatMulNBits; f16: float16 storage; int8 stays float32)."""
+    from .graph.cpu_weights import FORMATS
+
+    if cpu_weights is None:
+        return {"int4": "int4", "f16": "f16"}.get(quantize, "f32")
+    if cpu_weights not in FORMATS:
+        raise WebinferError(f"--cpu-weights {cpu_weights!r}: choose from {', '.join(FORMATS)}")
+    return cpu_weights
+
+
+def _cpu_model(model, preprocess, postprocess, rewrites, weights: str = "f32") -> tuple[dict, bytes | None]:
     """(a note for the caller, the bytes to store): standard ONNX with the artifact's own inputs and outputs
     (the prologue and epilogue as standard ops, graph/cpu_model.py); a decoder built for generation keeps the
     source's past/present interface (the CPU path's generation loop feeds it)."""
@@ -213,10 +228,10 @@ def _cpu_model(model, preprocess, postprocess, rewrites) -> tuple[dict, bytes | 
     if proto.ByteSize() >= 2**31:
         raise WebinferError("the model is over 2 GiB: one ONNX file cannot carry it for the CPU path (build "
                             "without --cpu)")
-    data = cpu_model_bytes(proto, preprocess, postprocess)
-    note = {"file": CPU_MODEL, "bytes": len(data)}
+    data = cpu_model_bytes(proto, preprocess, postprocess, weights)
+    note = {"file": CPU_MODEL, "bytes": len(data), "weights": weights}
     if rewrites:
-        note["generation"] = "past/present"  # (the source decoder, fp32 weights; site/cpu-chat.mjs loops over it)
+        note["generation"] = "past/present"  # (the source decoder; site/cpu-chat.mjs loops over it)
     return note, data
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import cli_api, cli_generate, cli_speech, cli_vision
+from . import cli_api, cli_cpu, cli_generate, cli_speech, cli_vision
 from . import cli_args as A
 from .errors import WebinferError
 
@@ -85,7 +85,7 @@ def cmd_build(args) -> int:
                      optimize=not args.no_optimize, save_optimized=args.save_optimized, max_seq=args.max_seq,
                      quantize=args.quantize, preprocess=args.preprocess,
                      postprocess=args.postprocess, cpu=args.web is not None if args.cpu is None else args.cpu,
-                     task=args.task, sentence_embedding=args.sentence_embedding)
+                     task=args.task, sentence_embedding=args.sentence_embedding, cpu_weights=args.cpu_weights)
     weight_bytes = sum(s["bytes"] for s in manifest["shards"])
     programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
     print(f"built {out}: {programs}; {len(manifest['shaders'])} distinct shaders in all, "
@@ -93,7 +93,7 @@ def cmd_build(args) -> int:
           f"{time.perf_counter() - t0:.1f} s")
     note = manifest.get("cpu_model")
     if note is not None:
-        print(f"CPU path: {note['file']}, {note['bytes'] / 2**20:.1f} MiB (the source model, weights included)"
+        print(f"CPU path: {note['file']}, {note['bytes'] / 2**20:.1f} MiB (the source model, {note.get('weights', 'f32')} weights)"
               if "file" in note else f"CPU path: none ({note['skipped']})")
     if args.report:
         import json
@@ -273,6 +273,7 @@ def parser() -> argparse.ArgumentParser:
                         "preprocessor_config.json that names one; 'none' keeps the model's inputs). See docs/architecture.md")
     b.add_argument("--postprocess", metavar="SPEC.json", help=cli_vision.POSTPROCESS_HELP)
     cli_vision.add_build_flags(b)
+    cli_cpu.add_build_flags(b)
     b.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=None,
                    help="also store the model as standard ONNX for a CPU path (pages without WebGPU run it with "
                         "onnxruntime-web's wasm backend; InferenceSession(device='cpu') with onnxruntime): on by "

@@ -226,16 +226,19 @@ def name_mask_dim(ir_model) -> None:
 
 
 def ort_greedy(path: Path, prompt_ids: list[int], n_new: int, threads: int = 2,
-               repetition_penalty: float = 1.0) -> tuple[list[int], float]:
+               repetition_penalty: float = 1.0, config: dict | None = None) -> tuple[list[int], float]:
     """Greedy decoding with onnxruntime CPU and the KV cache; returns (new ids, decode tokens/s from the
     median single-token step, robust to a shared machine's hiccups). ``repetition_penalty`` is applied to
-    the logits of every id seen so far as transformers' RepetitionPenaltyLogitsProcessor does."""
+    the logits of every id seen so far as transformers' RepetitionPenaltyLogitsProcessor does. ``config``:
+    session config entries (an artifact's CPU model: runtime/cpu.py SESSION_CONFIG)."""
     import numpy as np
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    for key, value in (config or {}).items():
+        opts.add_session_config_entry(key, value)
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     input_names = {i.name for i in sess.get_inputs()}  # optimum's exports may lack position_ids or the mask
     past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]

@@ -75,6 +75,16 @@ def _reference(model, feeds):
     return ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
+def _cpu_session(model) -> ort.InferenceSession:
+    """onnxruntime CPU on an artifact's CPU model, with the CPU path's session config (runtime/cpu.py)."""
+    from webinfer.runtime.cpu import SESSION_CONFIG
+
+    options = ort.SessionOptions()
+    for key, value in SESSION_CONFIG.items():
+        options.add_session_config_entry(key, value)
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
 def _open(browser, url):
     page = browser.new_page()
     requests = []
@@ -222,30 +232,39 @@ def test_classify_and_similarity_demos_without_webgpu(no_webgpu, demo_site):
     mask = np.array([[1] * len(i) + [0] * (n - len(i)) for i in ids], np.int64)
     feeds = {"input_ids": np.array([i + [0] * (n - len(i)) for i in ids], np.int64), "attention_mask": mask,
              "token_type_ids": np.zeros_like(mask)}
-    hidden = ort.InferenceSession(str(export_minilm() / "model.onnx")).run(None, feeds)[0]
-    pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-    assert abs(got["scores"][0] - float(unit[0] @ unit[1])) < 1e-5
+
+    def score(model) -> float:
+        hidden = _cpu_session(model).run(None, feeds)[0]
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return float(unit[0] @ unit[1])
+
+    # onnxruntime CPU on the page's own CPU model (float16 weights: demos/site.py), and on the float32 source
+    assert abs(got["scores"][0] - score(site / "similarity" / "artifact" / "assets" / "cpu-model.onnx")) < 1e-5
+    assert abs(got["scores"][0] - score(export_minilm() / "model.onnx")) < 1e-3
     visit.check_local_and_screenshot("similarity-cpu")
     page.close()
 
 
 def test_chat_demo_without_webgpu(no_webgpu, demo_site):
-    """Greedy: the page's ids equal onnxruntime's greedy loop over the source model on the same prompt ids, and
-    those equal transformers' chat template + tokenizer; a second turn prefills only itself; Stop ends early.
+    """Greedy: the page's ids equal onnxruntime's greedy loop over the artifact's CPU model (int4 weights, as
+    the WebGPU artifact's: graph/cpu_weights.py) on the same prompt ids, and those equal transformers' chat
+    template + tokenizer; a second turn prefills only itself; Stop ends early.
     Sampled (temperature 0.7, top-p 0.9, seed 5): the ids equal the WebGPU sampler's rules (test_cpu_sampler.py's
     numpy statement) applied to onnxruntime's logits."""
     import sys
 
     from transformers import AutoTokenizer
 
-    from demos.recipes.smollm2 import cache_dir, ort_greedy
+    from demos.recipes.smollm2 import ort_greedy
 
     sys.path.insert(0, str(ROOT / "tests"))
     from test_cpu_sampler import reference as sample_reference
 
+    from webinfer.runtime.cpu import SESSION_CONFIG
+
     site, url = demo_site
-    model = cache_dir() / "model.onnx"
+    model = site / "chat" / "artifact" / "assets" / "cpu-model.onnx"
     hf = AutoTokenizer.from_pretrained(str(site / "chat" / "artifact" / "assets"))
 
     def template(messages):
@@ -258,7 +277,7 @@ def test_chat_demo_without_webgpu(no_webgpu, demo_site):
     assert _path(page, "#history")["path"] == "cpu"
     messages = [{"role": "user", "content": prompt}]
     assert got["prompt-ids"] == template(messages)
-    want, _ = ort_greedy(model, got["prompt-ids"], n)
+    want, _ = ort_greedy(model, got["prompt-ids"], n, config=SESSION_CONFIG)
     assert got["token-ids"] == want[:len(got["token-ids"])]
     assert len(got["token-ids"]) == n or got["token-ids"][-1] == hf.eos_token_id  # (the page stops at EOS)
     st = got["stats"]
@@ -271,7 +290,7 @@ def test_chat_demo_without_webgpu(no_webgpu, demo_site):
     messages += [{"role": "assistant", "content": st["text"]}, {"role": "user", "content": follow_up}]
     assert second["prompt_ids"] == template(messages)
     assert second["reused_tokens"] >= len(got["prompt-ids"])
-    want2, _ = ort_greedy(model, second["prompt_ids"], len(second["token_ids"]))
+    want2, _ = ort_greedy(model, second["prompt_ids"], len(second["token_ids"]), config=SESSION_CONFIG)
     assert second["token_ids"] == want2
     page.fill("#prompt", "Tell me a long story.")
     page.fill("#max", "200")
@@ -293,7 +312,7 @@ def test_chat_demo_without_webgpu(no_webgpu, demo_site):
     manifest = json.loads((site / "chat" / "artifact" / "manifest.json").read_text())
     pen = next(io for io in manifest["inputs"] if io["name"] == "penalty_ids")
     pen_len = manifest["tensors"][pen["tensor"]]["shape"][0]
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = _cpu_session(model)
     past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in sess.get_inputs()
             if i.name.startswith("past_key_values.")}
     history, feed, ids = list(sampled["prompt_ids"]), list(sampled["prompt_ids"]), []

@@ -35,3 +35,26 @@ def test_other_forms_take_cffi_path():
         assert fast(s) == fast.slow(s), s
     with pytest.raises(cffi.CDefError):  # an unknown name is refused as cffi refuses it
         ffi.new("NoSuchType *")
+
+
+def test_bare_names_and_callbacks_take_the_fast_path():
+    """The forms a first run names besides pointers: bare primitives and wgpu-py's callback signatures (each
+    equal to cffi's own parse), read without cffi's parser."""
+    ffi = wgpu_native.ffi
+    cffi_types.install(ffi)
+    fast = ffi._parser.parse_type_and_quals
+    forms = ["uintptr_t", "intptr_t", "WGPUBufferUsage",
+             "void(WGPURequestAdapterStatus, WGPUAdapter, WGPUStringView, void *, void *)",
+             "void(WGPUDevice const *, WGPUDeviceLostReason, WGPUStringView, void *, void *)",
+             "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)", "int(void)", "void *(size_t, const char *)"]
+    parser = ffi._parser
+    want = [fast.slow(s) for s in forms]
+    parsed = []
+    parser._parse = lambda csource, _real=parser._parse: parsed.append(csource) or _real(csource)
+    try:
+        got = [fast(s) for s in forms]
+    finally:
+        del parser._parse  # (back to the class's method)
+    assert got == want and parsed == []  # equal, and pycparser never ran
+    for s in ["void(int, ...)", "WGPUBufferDescriptor * const *"]:  # (other forms: cffi's path, same answers)
+        assert fast(s) == fast.slow(s), s

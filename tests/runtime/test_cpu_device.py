@@ -39,7 +39,8 @@ def test_cpu_device_runs_the_cpu_model(tmp_path):
     path, w, b, table = _model(tmp_path)
     manifest = webinfer.build(str(path), str(tmp_path / "m.wi"), cpu=True)
     stored = tmp_path / "m.wi" / "assets" / "cpu-model.onnx"
-    assert manifest["cpu_model"] == {"file": "assets/cpu-model.onnx", "bytes": stored.stat().st_size}
+    assert manifest["cpu_model"] == {"file": "assets/cpu-model.onnx", "bytes": stored.stat().st_size,
+                                     "weights": "f32"}
     assert onnx.load(str(stored)).graph == onnx.load(str(path)).graph  # the source graph, standard ONNX
     s = InferenceSession(str(tmp_path / "m.wi"), device="cpu")
     assert [(i.name, i.dtype, i.shape) for i in s.get_inputs()] == [("x", "float32", ["batch", 6]),

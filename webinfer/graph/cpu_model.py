@@ -8,6 +8,9 @@ backend (pages without WebGPU) run as they are.
   into standard ops: the packed RGBA8 words unpacked with BitShift/BitwiseAnd, Resize (antialias, opset 18) to
   the size the kernel computes (codegen/kernels/image.py ``resized_size``), Slice for the centre crop. The
   image input and the outputs are the GPU graph's, so one feed serves both paths.
+
+``weights`` stores the model's weights smaller (graph/cpu_weights.py: int4 MatMulNBits for an int4 artifact,
+float16 storage) after the prologue and epilogue are added.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from .passes._util import new_initializer
 RESIZE_OPSET = 18  # Resize's antialias, BitwiseAnd
 
 
-def cpu_model_bytes(proto, preprocess=None, postprocess=None) -> bytes:
+def cpu_model_bytes(proto, preprocess=None, postprocess=None, weights: str = "f32") -> bytes:
     """``proto``: the source onnx.ModelProto (external data read in). Returns the CPU model's bytes."""
     if preprocess is None and postprocess is None:
-        return proto.SerializeToString()
+        return _stored(proto, weights).SerializeToString()
     import onnx
     from onnx import version_converter
 
@@ -45,7 +48,15 @@ def cpu_model_bytes(proto, preprocess=None, postprocess=None) -> bytes:
         prepost.add_classifier_epilogue(model, postprocess)
     out = ir.to_proto(model)
     onnx.checker.check_model(out)
-    return out.SerializeToString()
+    return _stored(out, weights).SerializeToString()
+
+
+def _stored(proto, weights: str):
+    if weights == "f32":
+        return proto
+    from .cpu_weights import quantize_cpu_model
+
+    return quantize_cpu_model(proto, weights)
 
 
 def expand_image_resize(model: ir.Model) -> None:

@@ -13,6 +13,10 @@ from ..artifact import CPU_MODEL, Artifact
 from ..errors import WebinferError
 from ..format.schema import Named
 
+# onnxruntime folds the CPU model's int4 weights (DequantizeLinear of constants, graph/cpu_weights.py) into
+# float32 only with its QDQ fusions off; (the build side's constant, restated: runtime never imports graph/)
+SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
+
 
 class CpuSession:
     """onnxruntime over the artifact's CPU model; inputs and outputs are described from the manifest, as the
@@ -27,7 +31,11 @@ class CpuSession:
         except ImportError:
             raise WebinferError('device="cpu" needs onnxruntime (pip install onnxruntime)') from None
         self.spec = artifact.spec  # the typed manifest (format/schema.py), as SessionCore's
-        self.session = onnxruntime.InferenceSession(artifact.read(entry), providers=["CPUExecutionProvider"])
+        options = onnxruntime.SessionOptions()
+        for key, value in SESSION_CONFIG.items():  # (as the page's sessions: site/cpu.mjs)
+            options.add_session_config_entry(key, value)
+        self.session = onnxruntime.InferenceSession(artifact.read(entry), options,
+                                                    providers=["CPUExecutionProvider"])
         self._types = {i.name: i.type for i in self.session.get_inputs()}
         self.why = f"device='cpu': onnxruntime {onnxruntime.__version__} CPUExecutionProvider"
 

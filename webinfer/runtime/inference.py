@@ -17,6 +17,10 @@ class InferenceSession:
     def __init__(self, path: str, device=None, kernel_class: str | None = None):
         """``kernel_class`` forces one of the artifact's programs; by default the device's adapter decides
         (``self.choice``: which class and why, runtime/select.py)."""
+        if device is None:
+            from .native import start_device
+
+            start_device()  # (the device starts while the artifact is read and checked)
         self.artifact = Artifact.load(path)
         self._cpu = None
         if device == "cpu":

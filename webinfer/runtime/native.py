@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 
 from ..errors import WebinferError
 from ..format.textures import texture_bytes
@@ -20,9 +21,32 @@ _MAX_PIPELINES = 512
 BIG_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size")
 
 
+_LOCK = threading.Lock()  # (start_device's thread and the first request_device)
+
+
+def start_device() -> None:
+    """Begin creating the process's device in a thread, ahead of its first use: the driver's start (lavapipe
+    ~0.7 s wall, half of it waiting) overlaps what the caller does meanwhile (InferenceSession: reading and
+    checking the artifact). A failure is left for request_device to raise, in the caller's thread."""
+    if _DEVICE is None and not _LOCK.locked():
+        threading.Thread(target=_request_quietly, name="webinfer-device", daemon=True).start()
+
+
+def _request_quietly() -> None:
+    try:
+        request_device()
+    except Exception:  # (request_device raises it again where it is used)
+        pass
+
+
 def request_device():
     """One wgpu device per process (creating one costs ~0.4 s); WebGPU's default limits but the adapter's
     binding and buffer sizes."""
+    with _LOCK:
+        return _request_device()
+
+
+def _request_device():
     global _DEVICE
     if _DEVICE is None:
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="webinfer-xdg-"))

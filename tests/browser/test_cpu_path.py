@@ -239,7 +239,7 @@ def test_classify_and_similarity_demos_without_webgpu(no_webgpu, demo_site):
         unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
         return float(unit[0] @ unit[1])
 
-    # onnxruntime CPU on the page's own CPU model (float16 weights: demos/site.py), and on the float32 source
+    # onnxruntime CPU on the page's own CPU model (its weights as demos/site.py stores them), and on the fp32 source
     assert abs(got["scores"][0] - score(site / "similarity" / "artifact" / "assets" / "cpu-model.onnx")) < 1e-5
     assert abs(got["scores"][0] - score(export_minilm() / "model.onnx")) < 1e-3
     visit.check_local_and_screenshot("similarity-cpu")

@@ -43,9 +43,10 @@ class NgramDrafter:
         self.reset()
 
     def hopeless(self) -> bool:
-        """Every measured draft length costs at least its rows in plain steps, and no probe is due."""
-        return (self.adaptive and bool(self.costs) and all(c >= n + 1 for n, c in self.costs.items())
-                and self.since < PROBE_EVERY)
+        """The longest draft, measured, costs at least its rows in plain steps, and no probe is due. (Only the
+        longest decides: a step's cost grows more slowly than its rows, so a short draft that cannot pay says
+        nothing of a long one; a quiet lavapipe's 4-row step cost 5 plain ones.)"""
+        return self.adaptive and self.costs.get(self.k, 0.0) >= self.k + 1 and self.since < PROBE_EVERY
 
     def reset(self) -> None:
         """A new generation: thresholds back to their start (the measured costs are the machine's: they stay)."""
@@ -74,6 +75,8 @@ class NgramDrafter:
                 self.need = max(self.min_ngram, self.need - 1)
         if self.adaptive:
             self.length = self.k if accepted >= drafted else self.short if accepted < self.short else self.length
+            if self.costs.get(self.short, 0.0) >= self.short + 1:  # a short draft cannot pay even when accepted
+                self.length = self.k
 
     def idle(self, history: list[int]) -> bool:
         """Known before the next token is read: no draft will follow it, so the next plain step may be chained

@@ -169,3 +169,40 @@ def test_run_side_imports_no_build_side_module():
     bad = [f"{m} imports {t} (line {ln})" for m, edges in graph.items() if _within(m, RUN_SIDE)
            for t, ln in edges.items() if not _within(t, RUN_SIDE) and t not in SHARED]
     assert not bad, "the run side (standard library, Pyodide) must not import the builder:\n" + "\n".join(bad)
+
+
+def _private_uses(name: str, path: str, mods: dict[str, str]):
+    """(webinfer module, private name, line) for each `from mod import _x` and each `mod._x` through a module
+    alias, in one module's source."""
+    is_pkg = path.endswith("__init__.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    aliases: dict[str, str] = {}
+    for node in _imports(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in mods})
+            continue
+        base = (name.split(".")[: len(name.split(".")) - node.level + is_pkg] if node.level else [])
+        src = ".".join(base + ([node.module] if node.module else []))
+        for a in node.names:
+            if f"{src}.{a.name}" in mods:
+                aliases[a.asname or a.name] = f"{src}.{a.name}"
+            elif a.name.startswith("_") and not a.name.startswith("__") and src in mods:
+                yield src, a.name, node.lineno
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            yield aliases[node.value.id], node.attr, node.lineno
+
+
+def test_no_private_name_crosses_a_subpackage():
+    """A private name (`_x`) is a module's own or its package's: another subpackage that needs it gets a public
+    name, so that a module's public surface is what the rest of webinfer can lean on."""
+    mods = modules()
+
+    def package(m: str) -> str:
+        return m.rpartition(".")[0] if not mods[m].endswith("__init__.py") else m
+
+    bad = [f"{m} uses {src}.{attr} (line {ln})" for m, path in sorted(mods.items())
+           for src, attr, ln in _private_uses(m, path, mods) if package(src) != package(m)]
+    assert not bad, "\n".join(bad)

@@ -81,7 +81,7 @@ def _resize_nodes(graph: ir.Graph, node: ir.Node) -> tuple[list[ir.Node], ir.Val
     made: list[ir.Node] = []
 
     def op(op_type, inputs, **attrs):
-        attributes = [prepost._attr(k, v) for k, v in attrs.items()]
+        attributes = [prepost.make_attr(k, v) for k, v in attrs.items()]
         made.append(ir.Node("", op_type, inputs, attributes=attributes, name=f"cpu_image_{len(made)}",
                             num_outputs=1))
         return made[-1].outputs[0]

@@ -153,7 +153,7 @@ def add_image_prologue(model: ir.Model, spec) -> dict:
         raise WebinferError(f"--preprocess: the model already has an input named {name!r} (pick another \"name\")")
     image = ir.Value(name=name, type=ir.TensorType(ir.DataType.UINT32),
                      shape=ir.Shape([f"{name}_height", f"{name}_width"]))
-    resize = ir.Node(DOMAIN, "ImageResize", [image], attributes=[_attr(k, v) for k, v in
+    resize = ir.Node(DOMAIN, "ImageResize", [image], attributes=[make_attr(k, v) for k, v in
                                                                  sorted({"channels": channels, **attrs}.items())],
                      name="preprocess_resize", num_outputs=1)
     scale = float(spec.get("scale", 1 / 255))
@@ -186,7 +186,7 @@ def add_image_prologue(model: ir.Model, spec) -> dict:
             "mean": mean.tolist(), "std": std.tolist(), **{k: v for k, v in attrs.items() if k != "channels"}}
 
 
-def _attr(name: str, v) -> ir.Attr:
+def make_attr(name: str, v) -> ir.Attr:
     if isinstance(v, list):
         return ir.AttrInt64s(name, v)
     if isinstance(v, float):
@@ -247,7 +247,7 @@ def add_classifier_epilogue(model: ir.Model, spec) -> tuple[dict, dict[str, byte
     names = []
     for value, want, dtype in ((top.outputs[0], "top_scores", scores.dtype), (top.outputs[1], "top_indices",
                                                                               ir.DataType.INT64)):
-        value.name = _unique(want, taken)
+        value.name = unique_name(want, taken)
         value.dtype, value.shape = dtype, ir.Shape([1, k])
         graph.outputs.append(value)
         names.append(value.name)
@@ -269,7 +269,7 @@ def _read_labels(path: str, classes: int) -> list[str]:
     return labels
 
 
-def _unique(name: str, taken: set[str]) -> str:
+def unique_name(name: str, taken: set[str]) -> str:
     out, i = name, 0
     while out in taken:
         i += 1

@@ -16,7 +16,7 @@ import os
 import onnx_ir as ir
 
 from ..errors import WebinferError
-from .prepost import DOMAIN, LABELS_ASSET, _attr, _unique, add_classifier_epilogue, read_spec
+from .prepost import DOMAIN, LABELS_ASSET, add_classifier_epilogue, make_attr, read_spec, unique_name
 
 DETECT_KEYS = {"output", "head", "objectness", "strides", "sigmoid", "score_threshold", "iou_threshold",
                "max_detections", "labels", "input_size"}
@@ -106,7 +106,7 @@ def _add_outputs(graph: ir.Graph, node: ir.Node, wanted: list[tuple[str, ir.Data
     taken = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
     names = []
     for value, (want, dtype, shape) in zip(node.outputs, wanted):
-        value.name = _unique(want, taken)
+        value.name = unique_name(want, taken)
         value.dtype, value.shape = dtype, shape
         graph.outputs.append(value)
         names.append(value.name)
@@ -140,7 +140,7 @@ def add_detection_epilogue(model: ir.Model, spec, pre: dict | None) -> tuple[dic
     if labels:
         attrs["classes"] = len(labels)
     node = ir.Node(DOMAIN, "Detect", [head] + ([image] if image is not None else []), name="detect",
-                   attributes=[_attr(k, v) for k, v in sorted(attrs.items())], num_outputs=2)
+                   attributes=[make_attr(k, v) for k, v in sorted(attrs.items())], num_outputs=2)
     graph.append(node)
     names = _add_outputs(graph, node, [("detections", ir.DataType.FLOAT, ir.Shape([max_det, 6])),
                                        ("detections_count", ir.DataType.INT32, ir.Shape([1]))])
@@ -173,7 +173,7 @@ def add_segmentation_epilogue(model: ir.Model, spec, pre: dict | None, task: str
     wanted = ([("segments", ir.DataType.INT32, plane)] if mode == "argmax" else
               [("matte", ir.DataType.FLOAT, plane), ("cutout", ir.DataType.UINT32, ir.Shape(list(image.shape)))])
     node = ir.Node(DOMAIN, "ImageMask", [mask, image], name="image_mask",
-                   attributes=[_attr(k, v) for k, v in sorted(attrs.items())], num_outputs=len(wanted))
+                   attributes=[make_attr(k, v) for k, v in sorted(attrs.items())], num_outputs=len(wanted))
     graph.append(node)
     names = _add_outputs(graph, node, wanted)
     model.opset_imports.setdefault(DOMAIN, 1)

@@ -48,7 +48,8 @@ def class_labels(ctx, strings_attr: str, ints_attr: str) -> np.ndarray:
 
 
 def run_head(ctx, raw, rows, *, kind: str, post: str, z_cols: int, labels: np.ndarray | None = None,
-             has=None, base: np.ndarray | None = None, binary_case: bool = False, all_positive: bool = False) -> None:
+             has=None, base: np.ndarray | None = None, binary_case: bool = False, all_positive: bool = False,
+             dtype: str = "float32") -> None:
     """Dispatch the head over ``rows`` rows of ``raw`` ([rows, T] f32): writes output 1 (Z, [rows, z_cols], or
     output 0 for a regressor) and, with ``labels``, output 0 (the label, int64 [rows])."""
     T = int(raw.shape[-1]) if raw.shape else 1
@@ -63,7 +64,7 @@ def run_head(ctx, raw, rows, *, kind: str, post: str, z_cols: int, labels: np.nd
         writes["label"] = ctx.output(0, "int64", (rows,))
         writes["z"] = ctx.output(1, "float32", (rows, z_cols))
     else:
-        writes["z"] = ctx.output(0, "float32", (rows, z_cols))
+        writes["z"] = ctx.output(0, dtype, (rows, z_cols))
     params = {"rows": rows, "T": T, "Z": z_cols, "B": len(base) if base is not None else 0}
     ctx.dispatch("ml_head.wgsl.j2", reads, writes, work=rows, params=params, wg=64, kind=kind, post=post,
                  labels=labels is not None, has_flags=has is not None, base="bv" in reads,

@@ -25,15 +25,16 @@ def rows_features(ctx, x):
 def linear_scores(ctx, x, coefficients, intercepts, rows, features, out=None):
     """raw[r, t] = x[r] . coefficients[t] + intercepts[t] (a temporary [rows, T] unless ``out``)."""
     coef = np.asarray(coefficients, np.float32)
-    if features == 0 or coef.size % features:
-        raise ctx.unsupported(f"{coef.size} coefficients for {features} features")
-    targets = coef.size // features
+    b = np.asarray(intercepts if intercepts is not None else [], np.float32)
+    # onnxruntime: one target per intercept, reading the first targets * F coefficients (a model whose
+    # coefficients were fitted on more features than its input declares still runs, on the first ones)
+    targets = b.size or (coef.size // features if features else 0)
+    if features == 0 or targets == 0 or coef.size < targets * features or (not b.size and coef.size % features):
+        raise ctx.unsupported(f"{coef.size} coefficients and {b.size} intercepts for {features} features")
+    coef = coef[: targets * features]
     raw = out if out is not None else ctx.temp("float32", (rows, targets))
     reads = {"x": ctx.gpu(x), "w": ctx.gpu(ctx._l.constant(coef))}
-    b = np.asarray(intercepts if intercepts is not None else [], np.float32)
     if b.size:
-        if b.size != targets:
-            raise ctx.unsupported(f"{b.size} intercepts for {targets} targets")
         reads["b"] = ctx.gpu(ctx._l.constant(b))
     ctx.dispatch("ml.wgsl.j2", reads, {"out": raw}, work=raw.numel, params={"n": raw.numel, "T": targets,
                                                                           "F": features},
@@ -46,12 +47,10 @@ def lower_linear_regressor(ctx) -> None:
     x = ctx.inputs[0]
     rows, features = rows_features(ctx, x)
     post = post_transform(ctx)
-    if post == "NONE":
-        targets = len(ctx.attr("coefficients")) // max(features, 1)
-        linear_scores(ctx, x, ctx.attr("coefficients"), ctx.attr("intercepts"), rows, features,
-                      out=ctx.output(0, "float32", (rows, targets)))
-        return
     raw, targets = linear_scores(ctx, x, ctx.attr("coefficients"), ctx.attr("intercepts"), rows, features)
+    if post == "NONE":
+        ctx._set(0, raw)
+        return
     run_head(ctx, raw, rows, kind="multi" if targets > 1 else "single", post=post, z_cols=targets)
 
 
@@ -219,8 +218,8 @@ def lower_label_encoder(ctx) -> None:
     """Numeric keys -> numeric values by a linear search of the key table (models carry few labels)."""
     x = ctx.inputs[0]
     if x.dtype not in ("float32", "float64", "int64", "int32", "int16"):
-        raise ctx.unsupported(f"input of type {x.dtype}: webinfer has no string tensors (string keys are out of "
-                              "scope)")
+        what = "a string input" if x.dtype in ("object", "str", "string") else f"an input of type {x.dtype}"
+        raise ctx.unsupported(f"{what}: webinfer has no string tensors (string keys are not supported)")
     keys, key_dt = _label_table(ctx, "keys")
     vals, val_dt = _label_table(ctx, "values")
     if len(keys) != len(vals):

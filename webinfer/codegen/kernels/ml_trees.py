@@ -133,10 +133,11 @@ def forest_v5(ctx) -> Forest:
     return forest
 
 
-def walk(ctx, forest: Forest, x, rows, features, targets: int, agg: str, base=None, has: bool = False):
+def walk(ctx, forest: Forest, x, rows, features, targets: int, agg: str, base=None, has: bool = False,
+         dtype: str = "float32"):
     """raw [rows, targets] (and the has-scored flags) from the trees."""
     tree, leaf = forest.buffers()
-    raw = ctx.temp("float32", (rows, targets))
+    raw = ctx.temp(dtype, (rows, targets))
     writes = {"out": raw}
     if has:
         writes["has"] = ctx.temp("float32", (rows, targets))
@@ -150,14 +151,14 @@ def walk(ctx, forest: Forest, x, rows, features, targets: int, agg: str, base=No
     return raw, writes.get("has")
 
 
-def _regress(ctx, forest: Forest, targets: int, agg: str, post: str, base) -> None:
+def _regress(ctx, forest: Forest, targets: int, agg: str, post: str, base, dtype: str = "float32") -> None:
     x = ctx.inputs[0]
     rows, features = rows_features(ctx, x)
-    raw, _ = walk(ctx, forest, x, rows, features, targets, agg, base)
+    raw, _ = walk(ctx, forest, x, rows, features, targets, agg, base, dtype=dtype)
     if post == "NONE":
         ctx._set(0, raw)
         return
-    run_head(ctx, raw, rows, kind="multi" if targets > 1 else "single", post=post, z_cols=targets)
+    run_head(ctx, raw, rows, kind="multi" if targets > 1 else "single", post=post, z_cols=targets, dtype=dtype)
 
 
 @lowering("TreeEnsembleRegressor", domain=ML)
@@ -174,7 +175,8 @@ def lower_tree_ensemble(ctx) -> None:
     agg = int(ctx.attr("aggregate_function", 1))
     if not 0 <= agg < 4:
         raise ctx.unsupported(f"aggregate_function {agg}")
-    _regress(ctx, forest_v5(ctx), int(ctx.attr("n_targets")), _AGGREGATES[agg], post_transform(ctx), None)
+    dtype = ctx.inputs[0].dtype if ctx.inputs[0].dtype in ("float64", "float16") else "float32"  # (v5: Y is X's T)
+    _regress(ctx, forest_v5(ctx), int(ctx.attr("n_targets")), _AGGREGATES[agg], post_transform(ctx), None, dtype)
 
 
 @lowering("TreeEnsembleClassifier", domain=ML)

@@ -57,7 +57,8 @@ def lower_linear_regressor(ctx) -> None:
 @lowering("LinearClassifier", domain=ML)
 def lower_linear_classifier(ctx) -> None:
     """onnxruntime's LinearClassifier: several classes -> argmax of the raw scores, then the transform; one score
-    column and two labels -> label by score > 0 and scores [1 - s, s] (its ``add_second_class``)."""
+    column and two labels -> label by score > 0 and scores [1 - p, p] (its ``add_second_class``; p = s, or the
+    logistic of s)."""
     x = ctx.inputs[0]
     rows, features = rows_features(ctx, x)
     labels = class_labels(ctx, "classlabels_strings", "classlabels_ints")
@@ -69,8 +70,8 @@ def lower_linear_classifier(ctx) -> None:
         run_head(ctx, raw, rows, kind="multi", post=post, z_cols=targets, labels=labels)
     elif len(labels) == 2:
         run_head(ctx, raw, rows, kind="linear_binary", post=post, z_cols=2, labels=labels)
-    else:
-        run_head(ctx, raw, rows, kind="single", post=post, z_cols=1, labels=np.array([0, 1], np.int32))
+    else:  # (onnxruntime refuses such a model too)
+        raise ctx.unsupported(f"one score column needs two class labels, got {len(labels)}")
 
 
 def _elementwise(ctx, op: str, out_dtype: str, reads: dict, params: dict | None = None, **tctx):

@@ -49,9 +49,9 @@ def class_labels(ctx, strings_attr: str, ints_attr: str) -> np.ndarray:
 
 def run_head(ctx, raw, rows, *, kind: str, post: str, z_cols: int, labels: np.ndarray | None = None,
              has=None, base: np.ndarray | None = None, binary_case: bool = False, all_positive: bool = False,
-             dtype: str = "float32") -> None:
+             dtype: str = "float32", z_output: int | None = None) -> None:
     """Dispatch the head over ``rows`` rows of ``raw`` ([rows, T] f32): writes output 1 (Z, [rows, z_cols], or
-    output 0 for a regressor) and, with ``labels``, output 0 (the label, int64 [rows])."""
+    output 0 for a regressor, or ``z_output``) and, with ``labels``, output 0 (the label, int64 [rows])."""
     T = int(raw.shape[-1]) if raw.shape else 1
     reads = {"raw": ctx.gpu(raw)}
     if has is not None:
@@ -63,8 +63,8 @@ def run_head(ctx, raw, rows, *, kind: str, post: str, z_cols: int, labels: np.nd
         reads["lbl"] = ctx.gpu(ctx._l.constant(labels if len(labels) else np.zeros(1, np.int32)))
         writes["label"] = ctx.output(0, "int64", (rows,))
         writes["z"] = ctx.output(1, "float32", (rows, z_cols))
-    else:
-        writes["z"] = ctx.output(0, dtype, (rows, z_cols))
+    else:  # a regressor's values (output 0), or ``z_output``: the scores of a classifier that set its label
+        writes["z"] = ctx.output(z_output or 0, dtype, (rows, z_cols))
     params = {"rows": rows, "T": T, "Z": z_cols, "B": len(base) if base is not None else 0}
     ctx.dispatch("ml_head.wgsl.j2", reads, writes, work=rows, params=params, wg=64, kind=kind, post=post,
                  labels=labels is not None, has_flags=has is not None, base="bv" in reads,

@@ -15,12 +15,8 @@ def present(spec, names: list[str], values: list) -> list:
 
 
 def _rows(value) -> list:
-    """A 1-D or 2-D output as nested Python lists."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    import array
-
-    flat = array.array({"int64": "q", "float32": "f"}[value.dtype], bytes(value.data)).tolist()
+    """A 1-D or 2-D output (a numpy array or a HostTensor) as a list of values or of rows."""
+    flat = value.reshape(-1).tolist() if hasattr(value, "reshape") else value.tolist()
     if len(value.shape) < 2:
         return flat
     cols = value.shape[-1]

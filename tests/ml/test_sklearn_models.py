@@ -5,6 +5,7 @@ string labels as strings; the data ops run as GPU kernels."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -36,11 +37,16 @@ def _rows(X, n: int = 24) -> np.ndarray:
     return X[np.linspace(0, len(X) - 1, n).astype(int)]
 
 
+@functools.lru_cache
+def _logistic(data: str):
+    X, y = _data(data)
+    return X, linear_model.LogisticRegression(max_iter=5000).fit(X, y)
+
+
 @pytest.mark.parametrize("zipmap", [True, False])
 @pytest.mark.parametrize("data", ["iris", "breast_cancer"])
 def test_logistic_regression(data, zipmap, tmp_path):
-    X, y = _data(data)
-    model = linear_model.LogisticRegression(max_iter=5000).fit(X, y)
+    X, model = _logistic(data)
     check(_convert(model, X, zipmap), {"X": _rows(X)}, tmp_path)
 
 
@@ -55,6 +61,7 @@ def test_logistic_regression_string_labels(tmp_path):
 
 def test_digits_multiclass(tmp_path):
     X, y = _data("digits")
+    X, y = X[:500], y[:500]  # (a quicker fit; 10 classes, 64 features all the same)
     model = pipeline.make_pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression(max_iter=300))
     check(_convert(model.fit(X, y), X, zipmap=False), {"X": _rows(X, 30)}, tmp_path)
 

@@ -132,3 +132,30 @@ def test_imputer(tmp_path):
     X[::7, 2] = np.nan
     X[3::11, 5] = np.nan
     check(_convert(SimpleImputer(strategy="mean").fit(X), X), {"X": X[:30]}, tmp_path)
+
+
+def _more_estimators():
+    from sklearn import calibration, multiclass, naive_bayes, neighbors, neural_network, svm
+
+    return {"knn": neighbors.KNeighborsClassifier(3), "mlp": neural_network.MLPClassifier((8,), max_iter=300,
+                                                                                          random_state=0),
+            "linear-svc": svm.LinearSVC(max_iter=5000), "nu-svc": svm.NuSVC(), "gaussian-nb": naive_bayes.GaussianNB(),
+            "one-vs-rest": multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
+            "calibrated": calibration.CalibratedClassifierCV(svm.LinearSVC(max_iter=5000), cv=2),
+            "adaboost": ensemble.AdaBoostClassifier(n_estimators=5, random_state=0),
+            "bagging": ensemble.BaggingClassifier(n_estimators=3, random_state=0)}
+
+
+@pytest.mark.parametrize("name", list(_more_estimators()))
+def test_more_classifiers(name, tmp_path):
+    """Converters that mix ai.onnx.ml ops with standard ones (ArrayFeatureExtractor picking each row's class label
+    by a data-dependent index, LinearClassifier per class, trees, SVMs)."""
+    X, y = _data("iris")
+    model = _more_estimators()[name].fit(X, y)
+    check(_convert(model, X), {"X": _rows(X, 20)}, tmp_path)
+
+
+def test_isolation_forest(tmp_path):
+    X, _ = _data("iris")
+    model = ensemble.IsolationForest(n_estimators=5, random_state=0).fit(X)
+    check(_convert(model, X), {"X": _rows(X, 20)}, tmp_path)

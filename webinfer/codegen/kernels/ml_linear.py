@@ -144,11 +144,7 @@ def lower_array_feature_extractor(ctx) -> None:
     """Z[..., j] = X[..., Y[j]] (onnxruntime: a 1-D X gives [1, K]); an index outside X's last dim gives 0."""
     x, idx = ctx.inputs[0], ctx.inputs[1]
     F = _last_dim(ctx)
-    K = 1
-    for d in idx.shape:
-        if not isinstance(d, int):
-            raise ctx.unsupported("indices with a static shape")
-        K *= d
+    K = idx.numel  # (symbolic too: skl2onnx picks class labels with a per-row argmax, Y of [N])
     lead = tuple(x.shape[:-1]) if x.rank > 1 else (1,)
     out = ctx.output(0, x.dtype, (*lead, K))
     if out.numel == 0:

@@ -3,6 +3,8 @@ for the one-vs-rest scores; SVR) built by webinfer and compared with onnxruntime
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -70,3 +72,15 @@ def test_svm_classifier_post_transform(post, tmp_path):
                            helper.make_tensor_value_info(node.output[1], TensorProto.FLOAT, [None, 3])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 3)])
     check(model, {"X": _rows(X)}, tmp_path)
+
+
+@pytest.mark.parametrize("data", ["iris", "wine", "breast_cancer"])
+def test_svc_probabilities(data, tmp_path):
+    """SVC(probability=True): Platt's pair probabilities coupled by onnxruntime's iteration, on the GPU."""
+    X, y = _data(data, 6)
+    X = (X - X.mean(0)) / X.std(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # (scikit-learn 1.9 deprecates probability=True)
+        model = svm.SVC(kernel="rbf", probability=True, random_state=0).fit(X, y)
+        onx = to_onnx(model, X[:1], target_opset=OPSETS)
+    check(onx, {"X": _rows(X)}, tmp_path)

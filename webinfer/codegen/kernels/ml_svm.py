@@ -1,5 +1,5 @@
-"""ai.onnx.ml support vector machines as onnxruntime runs them: SVMClassifier (one-vs-one decisions and votes,
-scikit-learn's SVC with probability=False) and SVMRegressor (SVR, NuSVR, OneClassSVM), with LINEAR, POLY, RBF
+"""ai.onnx.ml support vector machines as onnxruntime runs them: SVMClassifier (one-vs-one decisions and votes;
+with prob_a/prob_b, SVC(probability=True), the coupled class probabilities) and SVMRegressor (SVR, NuSVR, OneClassSVM), with LINEAR, POLY, RBF
 and SIGMOID kernels. The kernel values run as one GPU kernel per (row, support vector), the decisions as a
 second one per row (shaders/ml_svm.wgsl.j2); the support vectors and coefficients are weights.
 """
@@ -44,8 +44,6 @@ def lower_svm_classifier(ctx) -> None:
     x = ctx.inputs[0]
     rows, features = rows_features(ctx, x)
     labels = class_labels(ctx, "classlabels_strings", "classlabels_ints")
-    if ctx.attr("prob_a"):
-        raise ctx.unsupported("prob_a / prob_b (Platt-scaled probabilities) are not supported yet")
     kv, V = kernel_values(ctx, x, rows, features)
     if kv is None:
         raise ctx.unsupported("liblinear mode (no support vectors) is not supported yet")
@@ -61,14 +59,22 @@ def lower_svm_classifier(ctx) -> None:
     starts = np.concatenate([[0], np.cumsum(per_class)[:-1]])
     vs = np.stack([starts, per_class], axis=1).astype(np.int32).reshape(-1)
     post = post_transform(ctx)
-    cols = 2 if C == 2 else pairs
+    prob_a, prob_b = ctx.attr("prob_a") or [], ctx.attr("prob_b") or []
+    if len(prob_a) != len(prob_b) or (prob_a and len(prob_a) < pairs):
+        raise ctx.unsupported(f"{len(prob_a)} prob_a and {len(prob_b)} prob_b for {pairs} class pairs")
+    proba = bool(prob_a)
+    cols = C if proba else 2 if C == 2 else pairs
+    direct = post == "NONE" or (C == 2 and not proba)  # (else the transform runs after, over the row)
     label = ctx.output(0, "int64", (rows,))
-    scores = ctx.output(1, "float32", (rows, cols)) if C == 2 or post == "NONE" else ctx.temp("float32", (rows, cols))
+    scores = ctx.output(1, "float32", (rows, cols)) if direct else ctx.temp("float32", (rows, cols))
     reads = {"kv": ctx.gpu(kv), "coef": ctx.gpu(ctx._l.constant(coef)), "rho": ctx.gpu(ctx._l.constant(rho)),
              "vs": ctx.gpu(ctx._l.constant(vs)), "lbl": ctx.gpu(ctx._l.constant(labels))}
+    if proba:
+        pab = np.stack([np.asarray(prob_a, np.float32), np.asarray(prob_b, np.float32)], axis=1).reshape(-1)
+        reads["pab"] = ctx.gpu(ctx._l.constant(pab))
     ctx.dispatch("ml_svm.wgsl.j2", reads, {"out": scores, "label": label}, work=rows,
-                 params={"n": rows, "V": V, "K": cols}, op="classify", classes=C, post=post, wg=64)
-    if C > 2 and post != "NONE":  # the transform over the pair scores, as onnxruntime's batched update
+                 params={"n": rows, "V": V, "K": cols}, op="classify", classes=C, post=post, proba=proba, wg=64)
+    if not direct:  # the transform over the row's scores, as onnxruntime's batched update
         run_head(ctx, scores, rows, kind="multi", post=post, z_cols=cols, z_output=1)
 
 

@@ -176,3 +176,17 @@ def test_tree_classifier_two_class_rules(scored, weights, base, tmp_path):
         nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0], class_treeids=[0, 0], class_nodeids=[1, 2],
         class_ids=[scored, scored], class_weights=weights, classlabels_int64s=[100, 101], **extra)
     check(_classifier(node, x, 2), {"X": x}, tmp_path)
+
+
+def test_feature_vectorizer(tmp_path):
+    """Three inputs side by side: one cut to 2 of its 3 columns, one padded from 1 to 3, one as it is."""
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    b = rng.standard_normal((5, 1)).astype(np.float32)
+    c = rng.standard_normal((5, 1)).astype(np.float32)
+    node = helper.make_node("FeatureVectorizer", ["A", "B", "C"], ["Y"], domain=ML, inputdimensions=[2, 3, 1])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [5, 3]),
+                                        helper.make_tensor_value_info("B", TensorProto.FLOAT, [5, 1]),
+                                        helper.make_tensor_value_info("C", TensorProto.FLOAT, [5, 1])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 6])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(ML, 1)])
+    check(model, {"A": a, "B": b, "C": c}, tmp_path)

@@ -236,3 +236,31 @@ def lower_label_encoder(ctx) -> None:
     _elementwise(ctx, "lookup", out_dt if out_dt in ("float32", "float64", "int64", "int32", "int16") else gpu_out,
                  {"keys": ctx.gpu(ctx._l.constant(key_arr)), "vals": ctx.gpu(ctx._l.constant(val_arr))},
                  {"K": len(key_arr)}, float_keys=key_dt == "float32", default=_literal(default, gpu_out))
+
+
+@lowering("FeatureVectorizer", domain=ML)
+def lower_feature_vectorizer(ctx) -> None:
+    """Inputs [N, C_i] side by side as float columns, each cut or zero-padded to inputdimensions[i] (a 1-D input
+    is one row, as onnxruntime reads it)."""
+    from .. import emit
+
+    widths = [int(d) for d in ctx.attr("inputdimensions") or []]
+    xs = [t for t in ctx.inputs if t is not None]
+    if len(widths) != len(xs) or not xs:
+        raise ctx.unsupported(f"{len(widths)} inputdimensions for {len(xs)} inputs")
+    rows = xs[0].shape[0] if xs[0].rank == 2 else 1
+    out = ctx.output(0, "float32", (rows, sum(widths)))
+    off = 0
+    for x, width in zip(xs, widths):
+        if x.rank not in (1, 2):
+            raise ctx.unsupported("inputs [N, C] or [C] with a static C")
+        cols = x.shape[-1]
+        if not isinstance(cols, int):
+            raise ctx.unsupported("inputs [N, C] or [C] with a static C")
+        n = rows * width if width else 0
+        if n:
+            ctx.dispatch("ml.wgsl.j2", {"x": ctx.gpu(x)}, {"out": out}, work=n,
+                         params={"n": n, "D": width, "C": cols, "W": sum(widths), "off": emit.offset(off, "u32")},
+                         op="place")
+        off += width
+

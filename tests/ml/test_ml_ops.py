@@ -184,9 +184,9 @@ def test_feature_vectorizer(tmp_path):
     b = rng.standard_normal((5, 1)).astype(np.float32)
     c = rng.standard_normal((5, 1)).astype(np.float32)
     node = helper.make_node("FeatureVectorizer", ["A", "B", "C"], ["Y"], domain=ML, inputdimensions=[2, 3, 1])
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [5, 3]),
-                                        helper.make_tensor_value_info("B", TensorProto.FLOAT, [5, 1]),
-                                        helper.make_tensor_value_info("C", TensorProto.FLOAT, [5, 1])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 6])])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["N", 3]),
+                                        helper.make_tensor_value_info("B", TensorProto.FLOAT, ["N", 1]),
+                                        helper.make_tensor_value_info("C", TensorProto.FLOAT, ["N", 1])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 6])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(ML, 1)])
     check(model, {"A": a, "B": b, "C": c}, tmp_path)

@@ -242,6 +242,7 @@ def lower_label_encoder(ctx) -> None:
 def lower_feature_vectorizer(ctx) -> None:
     """Inputs [N, C_i] side by side as float columns, each cut or zero-padded to inputdimensions[i] (a 1-D input
     is one row, as onnxruntime reads it)."""
+    from ... import dims as D
     from .. import emit
 
     widths = [int(d) for d in ctx.attr("inputdimensions") or []]
@@ -257,8 +258,8 @@ def lower_feature_vectorizer(ctx) -> None:
         cols = x.shape[-1]
         if not isinstance(cols, int):
             raise ctx.unsupported("inputs [N, C] or [C] with a static C")
-        n = rows * width if width else 0
-        if n:
+        if width:
+            n = D.mul(rows, width)
             ctx.dispatch("ml.wgsl.j2", {"x": ctx.gpu(x)}, {"out": out}, work=n,
                          params={"n": n, "D": width, "C": cols, "W": sum(widths), "off": emit.offset(off, "u32")},
                          op="place")

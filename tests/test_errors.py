@@ -84,18 +84,19 @@ def test_unsupported_op_names_op_and_node(tmp_path):
     _assert_one_line_error(rc, err, "StringNormalizer", "normalize_me")
 
 
-def test_map_outputs_are_refused_naming_the_value(tmp_path):
-    """A classic-ML classifier's ZipMap output (a sequence of maps) is refused in one line, not an onnx-ir error."""
-    probs = helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 3])
-    maps = helper.make_value_info("probabilities", helper.make_sequence_type_proto(
-        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))
-    g = helper.make_graph([helper.make_node("ZipMap", ["p"], ["probabilities"], domain="ai.onnx.ml",
-                                            classlabels_int64s=[0, 1, 2])], "g", [probs], [maps])
-    p = str(tmp_path / "zipmap.onnx")
+def test_map_values_are_refused_naming_the_value(tmp_path):
+    """A map that is not a ZipMap's graph output (here a DictVectorizer's map input) is refused in one line, not an
+    onnx-ir error. (A ZipMap graph output builds: tests/ml/test_sklearn_models.py.)"""
+    maps = helper.make_value_info("features", helper.make_map_type_proto(
+        TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])
+    g = helper.make_graph([helper.make_node("DictVectorizer", ["features"], ["y"], domain="ai.onnx.ml",
+                                            int64_vocabulary=[0, 1, 2])], "g", [maps], [out])
+    p = str(tmp_path / "dictvectorizer.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]),
               p)
     rc, _, err = _cli("build", p, "-o", str(tmp_path / "o.wi"))
-    _assert_one_line_error(rc, err, "probabilities", "ZipMap", "map")
+    _assert_one_line_error(rc, err, "features", "map")
 
 
 def test_external_data_outside_model_folder(tmp_path):

@@ -14,7 +14,7 @@ from .codegen.registry import has_lowering
 from .codegen.serialize import write_artifact
 from .codegen.support import check_supported
 from .errors import UnsupportedOpError, WebinferError
-from .graph import audio_prologue, llm, prepost, seq2seq, vision_epilogues
+from .graph import audio_prologue, llm, ml_outputs, prepost, seq2seq, vision_epilogues
 from .graph.contrib import expand as expand_contrib
 from .graph.functions import inline_functions
 from .graph.importer import import_model
@@ -75,6 +75,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     options = as_options(target, limits, tiles)
     ir_model = imported(model)
     extra, assets = dict(extra or {}), dict(assets or {})
+    extra.update(ml_outputs.manifest_block(ir_model))  # classic-ML labels and ZipMap, formatted at run time
     if preprocess in (False, "none"):  # (the model's own inputs, even beside a preprocessor_config.json)
         preprocess = None
     elif preprocess is None or audio_prologue.is_audio_spec(preprocess):  # (first: a prologue replaces an input)

@@ -165,6 +165,9 @@ def cmd_run(args) -> int:
     outputs = session.run(names, feeds)
     ms = (time.perf_counter() - t0) * 1e3
     for name, value in zip(names, outputs):
+        if isinstance(value, list) or value.dtype == object:  # ZipMap dicts, string labels (runtime/ml_outputs.py)
+            print(f"{name}: {str(list(value)[:3])[:300]}{' ...' if len(value) > 3 else ''}")
+            continue
         flat = value.reshape(-1)
         head = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat[:6])
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")

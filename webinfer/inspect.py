@@ -33,10 +33,22 @@ def inspect_onnx(path: str) -> str:
         if not vi.type.tensor_type.HasField("shape"):
             return "?"
         dims = vi.type.tensor_type.shape.dim
-        return "[" + ", ".join(d.dim_param or str(d.dim_value) for d in dims) + "]"
+        return "[" + ", ".join(d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in dims) + "]"
+
+    def type_name(tp) -> str:  # a tensor's element type; sequences and maps (ZipMap's output) spelled out
+        kind = tp.WhichOneof("value")
+        if kind == "sequence_type":
+            return f"seq({type_name(tp.sequence_type.elem_type)})"
+        if kind == "map_type":
+            key = onnx.helper.tensor_dtype_to_np_dtype(tp.map_type.key_type)
+            return f"map({'string' if key.kind == 'O' else key.name}, {type_name(tp.map_type.value_type)})"
+        if kind != "tensor_type" or not tp.tensor_type.elem_type:
+            return "?"
+        dt = onnx.helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type)
+        return "string" if dt.kind == "O" else dt.name
 
     def dtype_of(vi):
-        return onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).name
+        return type_name(vi.type)
 
     io = [("input", i.name, dtype_of(i), shape_of(i)) for i in g.input if i.name not in inits]
     io += [("output", o.name, dtype_of(o), shape_of(o)) for o in g.output]

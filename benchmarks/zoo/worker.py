@@ -48,7 +48,15 @@ def steady(fn, budget_s: float = 6.0, most: int = 20) -> float:
 
 def compare(got, want) -> tuple[float, str | None]:
     """(relative error, why not equal or None) of one output against onnxruntime's."""
+    if isinstance(want, list) and all(isinstance(w, dict) for w in want):  # ZipMap: a {label: score} dict per row
+        if not isinstance(got, list) or len(got) != len(want) or any(set(g) != set(w) for g, w in zip(got, want)):
+            return float("inf"), "maps with other labels or rows than onnxruntime's"
+        got = [[g[k] for k in w] for g, w in zip(got, want)]
+        want = [list(w.values()) for w in want]
     want = np.asarray(want)
+    if want.dtype.kind in "OUS":  # string labels: equal or not
+        bad = int((np.asarray(got).astype(str) != want.astype(str)).sum())
+        return (0.0, None) if bad == 0 else (float(bad) / max(1, want.size), f"{bad} of {want.size} labels differ")
     got = np.asarray(got)
     if got.shape != want.shape:
         return float("inf"), f"shape {list(got.shape)} != onnxruntime {list(want.shape)}"

@@ -49,8 +49,6 @@ def categorize(case: str, model: onnx.ModelProto) -> str:
     domains = {n.domain for n in ops}
     if "ai.onnx.preview.training" in domains:
         return "training"
-    if "ai.onnx.ml" in domains:
-        return "ml-domain"
     types = [v.type for v in list(g.input) + list(g.output) + list(g.value_info)]
     cats = [c for c in map(_type_category, types) if c]
     cats += [_BAD_DTYPES[t.data_type] for t in g.initializer if t.data_type in _BAD_DTYPES]

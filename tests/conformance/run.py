@@ -17,7 +17,7 @@ constants, folded at build time). Loading a case, the comparison and the placeme
 
 ``expected.tsv`` (checked in) holds one line per case: ``case, status, category, reason``. ``category``
 says why a failing case fails: a permanent reason (``dtype-string``, ``dtype-complex``, ``map-or-sparse``,
-``training``, ``random``, ``ml-domain``), found by looking at the model, or
+``training``, ``random``), found by looking at the model, or
 ``todo`` when nothing in the model rules webinfer out. ``test_node_tests.py`` fails when a case listed as
 ``pass`` no longer passes (a ratchet: the pass list can only grow; ``--update`` rewrites the file).
 """

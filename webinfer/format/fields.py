@@ -14,6 +14,7 @@ from ..errors import WebinferError
 from .audio import read_audio
 from .blocks import Audio, Classify, Detect, Preprocess, Segment, Seq2Seq, typed
 from .guards import read_branch_guards, read_guard
+from .output_formats import read_output_formats
 from .schema import (
     _FILE_NAME,
     _FOLDERS,
@@ -154,7 +155,7 @@ def read_manifest(obj, where: str) -> Manifest:
     if obj.get("version") != VERSION:
         raise WebinferError(f"{where}: artifact format version {str(obj.get('version'))[:20]} is not supported "
                             f"(this webinfer reads version {VERSION}); rebuild the model")
-    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment", "audio", "seq2seq"))
+    r.obj(obj, "", _TOP, ("preprocess", "classify", "detect", "segment", "audio", "seq2seq", "output_formats"))
     r.dims = set(r.strs(obj["dims"], "dims")) | _control_dims(obj["programs"])
     bounds = r.obj(obj["bounds"], "bounds", tuple(k for k in obj["bounds"] if k in r.dims)
                    if isinstance(obj["bounds"], dict) else ())
@@ -182,7 +183,8 @@ def read_manifest(obj, where: str) -> Manifest:
            for key, cls in (("preprocess", Preprocess), ("classify", Classify), ("detect", Detect),
                             ("segment", Segment))},
         audio=None if obj.get("audio") is None else typed(Audio, read_audio(r, obj["audio"])),
-        seq2seq=None if obj.get("seq2seq") is None else typed(Seq2Seq, read_seq2seq(r, obj["seq2seq"])))
+        seq2seq=None if obj.get("seq2seq") is None else typed(Seq2Seq, read_seq2seq(r, obj["seq2seq"])),
+        output_formats=None if obj.get("output_formats") is None else read_output_formats(r, obj["output_formats"]))
 
 
 def _control_dims(programs) -> set[str]:

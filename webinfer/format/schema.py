@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, fields
 
 from .blocks import BLOCKS, Audio, Classify, Detect, Preprocess, Segment, Seq2Seq
+from .output_formats import OutputFormat
 
 FORMAT = "webinfer-artifact"
 VERSION = 2
@@ -224,6 +225,7 @@ class Manifest:
     segment: Segment | None = None  # the mask epilogue: a class map, or a matte and the cut-out image
     audio: Audio | None = None  # the audio prologue (graph/audio_prologue.py; format/audio.py)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder's join (format/seq2seq.py)
+    output_formats: tuple[OutputFormat, ...] | None = None  # classic-ML labels and ZipMap (format/output_formats.py)
 
     def to_json(self) -> dict:
         return _to_json(self)
@@ -236,7 +238,7 @@ class Manifest:
 
 
 _OPTIONAL = ("capacity", "chunks", "offset", "when", "preprocess", "classify", "branch_guards", "detect", "segment",
-             "audio", "seq2seq")  # keys left out when absent
+             "audio", "seq2seq", "output_formats")  # keys left out when absent
 _JSON_NAMES = {"kernel_class": "class"}  # field -> JSON key where Python needs another name
 _POSITIONAL = (Chunk, Uniform, When, Guard, BranchGuard)  # written as JSON lists
 

@@ -9,6 +9,7 @@ import onnx_ir as ir
 from onnx.external_data_helper import uses_external_data
 
 from ..errors import WebinferError
+from . import ml_outputs
 from .model_checks import check_model
 
 MIN_OPSET = 13
@@ -102,6 +103,7 @@ def upgrade_opset(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def to_ir(model: onnx.ModelProto) -> ir.Model:
+    model = ml_outputs.rewrite(model)  # ZipMap and string labels as outputs: formatted at run time
     _refuse_maps(model.graph)
     try:
         return ir.serde.deserialize_model(model)

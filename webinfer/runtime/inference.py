@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..artifact import Artifact
 from ..errors import WebinferError
-from . import audio, vision
+from . import audio, ml_outputs, vision
 from .session import SessionCore, run_sync
 from .tensor import HostTensor
 
@@ -58,7 +58,8 @@ class InferenceSession:
             return self._cpu.run(output_names, feeds)
         feeds = vision.pack_image(self.artifact.spec, feeds)
         feeds, dims = audio.pack_audio(self.artifact.spec, feeds, dims)  # (PCM and its rate: runtime/audio.py)
-        return [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
+        outputs = [_to_array(t) for t in await self._core.run_async(output_names, feeds, dims)]
+        return ml_outputs.present(self.artifact.spec, self._core.runner.output_names(output_names), outputs)
 
     def run(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """Synchronous run (native devices only): returns numpy arrays when numpy is importable."""

@@ -1,0 +1,203 @@
+"""ai.onnx.ml tree ensembles: TreeEnsembleClassifier / TreeEnsembleRegressor (v1-v3 attributes) and TreeEnsemble
+(v5), as scikit-learn, LightGBM and XGBoost converters emit them. The trees become two weight buffers at build
+time (node records and leaf weights, shaders/ml_tree.wgsl.j2); one invocation per (row, target) walks every
+tree. A classifier's label and post-transform run in the shared head (``_ml_head``), with onnxruntime's rules
+for two classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import lowering
+from ._ml_head import class_labels, int_labels, post_transform, run_head, text
+from .ml_linear import ML, rows_features
+
+_MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
+          "BRANCH_MEMBER": 6, "LEAF": 7}
+_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
+
+
+def _bits(values) -> np.ndarray:
+    return np.asarray(values, np.float32).reshape(-1).view(np.int32)
+
+
+def _floats(ctx, name: str):
+    """A float list attribute, or its ``_as_tensor`` form (v3)."""
+    v = ctx.attr(name)
+    if v is None or (not isinstance(v, np.ndarray) and not v):
+        v = ctx.attr(f"{name}_as_tensor")
+    return None if v is None else np.asarray(v, np.float64).reshape(-1)
+
+
+class Forest:
+    """Node records and leaf weights in the layout the kernel walks (see the shader's header)."""
+
+    def __init__(self):
+        self.records: list[list[int]] = []
+        self.roots: list[int] = []
+        self.sets: list[float] = []  # member-set values (v5), after the records
+        self.leaf: list[tuple[int, float]] = []
+
+    def buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        R = len(self.roots)
+        S = R + 8 * len(self.records)
+        recs = np.array(self.records, np.int64).reshape(-1, 8)
+        member = recs[:, 1] == 6
+        recs[member, 6] += S  # set offsets are absolute in the tree buffer
+        tree = np.concatenate([np.asarray(self.roots, np.int32), recs.astype(np.int32).reshape(-1),
+                               _bits(self.sets) if self.sets else np.zeros(0, np.int32)])
+        leaf = np.array([[t, 0] for t, _ in self.leaf] or [[0, 0]], np.int32)
+        leaf[: len(self.leaf), 1] = _bits([w for _, w in self.leaf]) if self.leaf else 0
+        return tree, leaf.reshape(-1)
+
+
+def forest_v3(ctx, prefix: str) -> Forest:
+    """v1-v3 attributes (nodes_*, and ``prefix``_treeids/nodeids/ids/weights for the leaves)."""
+    tree_ids, node_ids = ctx.attr("nodes_treeids") or [], ctx.attr("nodes_nodeids") or []
+    n = len(node_ids)
+    modes = [text(m) for m in ctx.attr("nodes_modes") or []]
+    values = _floats(ctx, "nodes_values")
+    values = np.zeros(n) if values is None else values
+    feats = ctx.attr("nodes_featureids") or [0] * n
+    true_ids, false_ids = ctx.attr("nodes_truenodeids") or [0] * n, ctx.attr("nodes_falsenodeids") or [0] * n
+    missing = ctx.attr("nodes_missing_value_tracks_true") or [0] * n
+    if not n or any(len(a) != n for a in (tree_ids, modes, values, feats, true_ids, false_ids, missing)):
+        raise ctx.unsupported("node attributes of different lengths")
+    if any(m not in _MODES or m == "BRANCH_MEMBER" for m in modes):
+        raise ctx.unsupported(f"node modes {sorted(set(modes) - set(_MODES))}")
+    where = {(int(t), int(i)): k for k, (t, i) in enumerate(zip(tree_ids, node_ids))}
+    weights: dict[int, list[tuple[int, float]]] = {}
+    w_vals = _floats(ctx, f"{prefix}_weights")
+    for t, i, c, w in zip(ctx.attr(f"{prefix}_treeids") or [], ctx.attr(f"{prefix}_nodeids") or [],
+                          ctx.attr(f"{prefix}_ids") or [], w_vals if w_vals is not None else []):
+        if (int(t), int(i)) not in where:
+            raise ctx.unsupported(f"a weight on node {i} of tree {t}, which does not exist")
+        weights.setdefault(where[(int(t), int(i))], []).append((int(c), float(w)))
+    forest, children = Forest(), set()
+    for k in range(n):
+        leaf = modes[k] == "LEAF"
+        w = weights.get(k, [])
+        rec = [int(feats[k]), _MODES[modes[k]], int(_bits([values[k]])[0]), 0, 0, int(missing[k]), len(forest.leaf),
+               len(w)]
+        if not leaf:
+            for j, child in ((3, true_ids[k]), (4, false_ids[k])):
+                key = (int(tree_ids[k]), int(child))
+                if key not in where:
+                    raise ctx.unsupported(f"node {node_ids[k]} of tree {tree_ids[k]} points at missing node {child}")
+                rec[j] = where[key]
+                children.add(where[key])
+        forest.leaf.extend(w)
+        forest.records.append(rec)
+    seen = set()
+    for k in range(n):  # a tree's root: its first node that no node points at
+        if int(tree_ids[k]) not in seen and k not in children:
+            seen.add(int(tree_ids[k]))
+            forest.roots.append(k)
+    return forest
+
+
+def forest_v5(ctx) -> Forest:
+    """TreeEnsemble (ai.onnx.ml v5): interior nodes, then one LEAF record per leaf (its target and weight)."""
+    feats = list(ctx.attr("nodes_featureids") or [])
+    n = len(feats)
+    splits = _floats(ctx, "nodes_splits")
+    modes = np.asarray(ctx.attr("nodes_modes"), np.int64).reshape(-1)
+    true_ids, false_ids = ctx.attr("nodes_truenodeids"), ctx.attr("nodes_falsenodeids")
+    true_leaf, false_leaf = ctx.attr("nodes_trueleafs"), ctx.attr("nodes_falseleafs")
+    missing = ctx.attr("nodes_missing_value_tracks_true") or [0] * n
+    targets, leaf_w = ctx.attr("leaf_targetids") or [], _floats(ctx, "leaf_weights")
+    if splits is None or leaf_w is None or any(len(a) != n for a in (splits, modes, true_ids, false_ids, true_leaf,
+                                                                     false_leaf, missing)):
+        raise ctx.unsupported("node attributes of different lengths")
+    if len(targets) != len(leaf_w) or (modes > 6).any() or (modes < 0).any():
+        raise ctx.unsupported("leaf attributes of different lengths, or an unknown node mode")
+    members = list(_floats(ctx, "membership_values") if ctx.attr("membership_values") is not None else [])
+    forest = Forest()
+    for k in range(n):
+        rec = [int(feats[k]), int(modes[k]), int(_bits([splits[k]])[0]),
+               int(true_ids[k]) + (n if true_leaf[k] else 0), int(false_ids[k]) + (n if false_leaf[k] else 0),
+               int(missing[k]), 0, 0]
+        if modes[k] == 6:  # the next NaN-terminated set of membership_values
+            end = next((j for j in range(len(members)) if np.isnan(members[j])), len(members))
+            rec[6], rec[7] = len(forest.sets), end
+            forest.sets.extend(members[:end])
+            members = members[end + 1:]
+        forest.records.append(rec)
+    for i, (t, w) in enumerate(zip(targets, leaf_w)):
+        forest.records.append([0, 7, 0, 0, 0, 0, i, 1])
+        forest.leaf.append((int(t), float(w)))
+    forest.roots = [int(r) for r in ctx.attr("tree_roots") or []]
+    if not forest.roots or max(forest.roots) >= n:
+        raise ctx.unsupported("tree_roots outside the nodes")
+    return forest
+
+
+def walk(ctx, forest: Forest, x, rows, features, targets: int, agg: str, base=None, has: bool = False,
+         dtype: str = "float32"):
+    """raw [rows, targets] (and the has-scored flags) from the trees."""
+    tree, leaf = forest.buffers()
+    raw = ctx.temp(dtype, (rows, targets))
+    writes = {"out": raw}
+    if has:
+        writes["has"] = ctx.temp("float32", (rows, targets))
+    reads = {"x": ctx.gpu(x), "tree": ctx.gpu(ctx._l.constant(tree)), "leaf": ctx.gpu(ctx._l.constant(leaf))}
+    if base is not None and len(base):
+        reads["bv"] = ctx.gpu(ctx._l.constant(np.asarray(base, np.float32)))
+    params = {"n": raw.numel, "T": targets, "F": features, "NT": len(forest.roots), "NN": len(forest.records) + 1,
+              "R": len(forest.roots), "B": 0 if base is None else len(base)}
+    ctx.dispatch("ml_tree.wgsl.j2", reads, writes, work=raw.numel, params=params, agg=agg, base="bv" in reads,
+                 has_out=has)
+    return raw, writes.get("has")
+
+
+def _regress(ctx, forest: Forest, targets: int, agg: str, post: str, base, dtype: str = "float32") -> None:
+    x = ctx.inputs[0]
+    rows, features = rows_features(ctx, x)
+    raw, _ = walk(ctx, forest, x, rows, features, targets, agg, base, dtype=dtype)
+    if post == "NONE":
+        ctx._set(0, raw)
+        return
+    run_head(ctx, raw, rows, kind="multi" if targets > 1 else "single", post=post, z_cols=targets, dtype=dtype)
+
+
+@lowering("TreeEnsembleRegressor", domain=ML)
+def lower_tree_regressor(ctx) -> None:
+    agg = text(ctx.attr("aggregate_function"), "SUM")
+    if agg not in _AGGREGATES:
+        raise ctx.unsupported(f"aggregate_function {agg!r}")
+    _regress(ctx, forest_v3(ctx, "target"), int(ctx.attr("n_targets", 1)), agg, post_transform(ctx),
+             _floats(ctx, "base_values"))
+
+
+@lowering("TreeEnsemble", domain=ML)
+def lower_tree_ensemble(ctx) -> None:
+    agg = int(ctx.attr("aggregate_function", 1))
+    if not 0 <= agg < 4:
+        raise ctx.unsupported(f"aggregate_function {agg}")
+    dtype = ctx.inputs[0].dtype if ctx.inputs[0].dtype in ("float64", "float16") else "float32"  # (v5: Y is X's T)
+    _regress(ctx, forest_v5(ctx), int(ctx.attr("n_targets")), _AGGREGATES[agg], post_transform(ctx), None, dtype)
+
+
+@lowering("TreeEnsembleClassifier", domain=ML)
+def lower_tree_classifier(ctx) -> None:
+    x = ctx.inputs[0]
+    rows, features = rows_features(ctx, x)
+    labels = class_labels(ctx, "classlabels_strings", "classlabels_int64s")
+    C = len(labels)
+    if C < 2:
+        raise ctx.unsupported("fewer than two class labels")
+    forest = forest_v3(ctx, "class")
+    ids = {c for c, _ in forest.leaf}
+    if any(not 0 <= c < C for c in ids):
+        raise ctx.unsupported("class_ids outside the class labels")
+    base = _floats(ctx, "base_values")
+    base = None if base is None or not len(base) else base
+    raw, has = walk(ctx, forest, x, rows, features, C, "SUM", has=True)
+    post = post_transform(ctx)
+    if C > 2:
+        run_head(ctx, raw, rows, kind="multi", post=post, z_cols=C, labels=labels, has=has, base=base)
+        return
+    table = int_labels(ctx, [*labels, 0, 1])  # [negative, positive, then the literal 0 / 1 onnxruntime returns]
+    run_head(ctx, raw, rows, kind="tree_binary", post=post, z_cols=2, labels=table, has=has, base=base,
+             binary_case=len(ids) == 1, all_positive=all(w >= 0 for _, w in forest.leaf))

@@ -17,6 +17,7 @@ import pytest
 import webinfer
 from webinfer.errors import WebinferError
 from webinfer.llm.generate import Generator
+from webinfer.llm.speculative import NgramDrafter
 from webinfer.runtime.session import run_sync
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -119,6 +120,25 @@ def test_verification_rows_match_onnxruntime(tiny_llama_dir, tiny_gen):
                                     "position_ids": np.arange(n, dtype=np.int64)[None], **past})[0][0, -1]
         assert np.abs(got[r] - want).max() <= 3e-4 * np.abs(want).max(), f"row {r}"
     tiny_gen.reset()
+
+
+@pytest.mark.parametrize("target", ["software", "software-subgroups"])
+def test_quantized_greedy_equals_plain_on_20_prompts(tiny_llama_dir, tmp_path, target):
+    """int4/int8 weights: verification steps of 8 rows run the few-rows matmul kernels (each weight dequantized
+    once for every row: codegen/kernels/quant_rows.py, checked against numpy in tests/codegen/
+    test_quant_matmul.py), of 4 rows too; prompt-lookup decoding gives plain decoding's ids on 20 prompts."""
+    art = tmp_path / "int4.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(art), max_seq=256, quantize="int4", target=target)
+    gen = Generator.load(str(art))
+    drafted = accepted = 0
+    for i, ids in enumerate(_prompts(20, seed=9)):
+        k = 7 if i % 4 else 3
+        drafter = "ngram" if i % 2 else NgramDrafter(k, adaptive=False, min_ngram=1 + i % 4 // 2)
+        got = _spec(gen, ids, 30, drafter, k=k)
+        drafted += gen.stats["speculative"]["drafted"]
+        accepted += gen.stats["speculative"]["accepted"]
+        assert got == _plain(gen, ids, 30), f"prompt {i}"
+    assert 0 < accepted < drafted
 
 
 def test_speculative_sampling_is_seeded_and_valid(tiny_gen):

@@ -203,7 +203,11 @@ def test_ngram_drafter_adapts_to_what_drafts_gain():
     from webinfer.llm.lookup import PROBE_EVERY, NgramDrafter
 
     d = NgramDrafter(7, min_ngram=2)
-    d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop)
+    d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop), whatever its rows
+    d.observe(0, 7)  # a loss: no short drafts, they would cost as much
+    assert d.length == 7
+    d = NgramDrafter(7, min_ngram=2)
+    d.costs = {7: 2.0, 3: 1.5}  # a short draft's step is cheaper
     # idle (chain the next step) when no match of `need` tokens can end with the next token
     assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
     d.observe(0, 7)  # a loss (1 token for 2 steps): a step's pause, a longer match needed, short drafts

@@ -3,9 +3,15 @@
 The prefill GEMM's register tile (the software classes' ``quant_gemm``) dequantizes each weight again for each
 group of its rows, and its row groups past a few rows idle; a decode GEMV per row would read the weights
 k + 1 times. This step (quant_matmul.wgsl.j2 ``rows``) dequantizes each weight once, to f32, and applies it to
-all FEW_ROWS rows. lavapipe, SmolLM2-135M int4, software-subgroups, an 8-row step at 200 past positions (GPU
-timestamps, same process): the matmuls 400 -> 150 ms against 56-68 ms for a 1-row step; the whole step 5.3-8.8x
-a 1-row step -> 2.6-2.9x. Weights of int4/int8 only (ours: graph/quantize.py); rows past FEW_ROWS take the GEMM.
+all FEW_ROWS rows (rows past M repeat row M - 1: 2..8 rows cost the same). lavapipe, SmolLM2-135M int4,
+software-subgroups, an 8-row step at 200 past positions (GPU timestamps, same process, loaded machine): the
+matmuls 400 -> 140 ms against 56-68 ms for a 1-row step; with the few-rows attention (cached_attention.py) the
+whole step 5.3-8.8x a 1-row step -> 2.2-2.4x. What was slow: x. Every lane of the GEMM's tile and of this step
+reads the same x values, which a software GPU loads lane by lane (non-constant addresses): with x shared in
+subgroups (``sgx``: a lane loads a vec4 of each row's block, broadcasts hand them round) the step ran 352 ->
+196 ms. A split-K variant (a workgroup's lanes on different blocks, partial sums through workgroup memory: no
+load repeated) ran 390-540 ms there, not kept. Weights of int4/int8 only (ours: graph/quantize.py); rows past
+FEW_ROWS take the GEMM.
 """
 
 from __future__ import annotations

@@ -170,13 +170,15 @@ def main() -> int:
                    help="also in headless Chromium through the page's worker (prompt-lookup drafts)")
     p.add_argument("--browser-only", action="store_true")
     p.add_argument("--browser-tokens", type=int, default=48, help="max new tokens in Chromium (slower)")
+    p.add_argument("--browser-all", action="store_true", help="every repeating-context prompt in Chromium (the "
+                   "editing ones too), not only quoting and repeating")
     p.add_argument("--max-new-tokens", type=int, default=96)
     a = p.parse_args()
     from webinfer.llm.generate import Generator
 
     artifact = smollm_artifact(a.artifact)
     if a.browser or a.browser_only:
-        groups = [["repeating context", REPEATING[1:3]], ["ordinary", ORDINARY[:2]]]
+        groups = [["repeating context", REPEATING if a.browser_all else REPEATING[1:3]], ["ordinary", ORDINARY[:2]]]
         report(browser(artifact, groups, a.browser_tokens, a.draft_tokens))
         if a.browser_only:
             return 0

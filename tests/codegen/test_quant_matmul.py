@@ -345,3 +345,25 @@ def test_rms_norm_read_elsewhere_stays_a_kernel(reader, tmp_path):
         words, params = quantize_nk(ws[f"w{i}"].T, "int4")
         want = h @ unpack_reference(words, params, "int4", k).T + (r if i == 0 else 0)
         np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("target,tiles", [("software", "balanced"), ("software", "startup"),
+                                          ("software-subgroups", "balanced")])
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_few_rows_kernel_beside_gemv_and_gemm(fmt, target, tiles, tmp_path):
+    """Rows bounded (as a decoder's, a build for generation): one row takes the GEMV, 2..8 the few-rows kernel
+    (each weight dequantized once for every row: a verification step), more the GEMM; partial column groups
+    (N = 37) and a K tail (K = 80)."""
+    from webinfer.codegen.kernels.quant_rows import FEW_ROWS
+
+    k, n = 80, 37
+    w = rng.normal(size=(k, n)).astype(np.float32)
+    build(rows_matmul(w), str(tmp_path), quantize=fmt, target=target, tiles=tiles, dims={"s": (1, 40)})
+    sess = InferenceSession(str(tmp_path))
+    assert len(sess.program.steps) == 3, [s.label for s in sess.program.steps]
+    words, params = quantize_nk(w.T, fmt)
+    ref_w = unpack_reference(words, params, fmt, k).T
+    for rows in (1, 2, 5, FEW_ROWS, FEW_ROWS + 1, 33):
+        x = rng.normal(size=(rows, k)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x.astype(np.float64) @ ref_w, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(k), err_msg=f"{rows} rows")

@@ -17,6 +17,7 @@ import pytest
 import webinfer
 from webinfer.errors import WebinferError
 from webinfer.llm.generate import Generator
+from webinfer.llm.speculative import NgramDrafter
 from webinfer.runtime.session import run_sync
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -121,6 +122,25 @@ def test_verification_rows_match_onnxruntime(tiny_llama_dir, tiny_gen):
     tiny_gen.reset()
 
 
+@pytest.mark.parametrize("target", ["software", "software-subgroups"])
+def test_quantized_greedy_equals_plain_on_20_prompts(tiny_llama_dir, tmp_path, target):
+    """int4/int8 weights: verification steps of 8 rows run the few-rows matmul kernels (each weight dequantized
+    once for every row: codegen/kernels/quant_rows.py, checked against numpy in tests/codegen/
+    test_quant_matmul.py), of 4 rows too; prompt-lookup decoding gives plain decoding's ids on 20 prompts."""
+    art = tmp_path / "int4.wi"
+    webinfer.build(str(tiny_llama_dir / "model.onnx"), str(art), max_seq=256, quantize="int4", target=target)
+    gen = Generator.load(str(art))
+    drafted = accepted = 0
+    for i, ids in enumerate(_prompts(20, seed=9)):
+        k = 7 if i % 4 else 3
+        drafter = "ngram" if i % 2 else NgramDrafter(k, adaptive=False, min_ngram=1 + i % 4 // 2)
+        got = _spec(gen, ids, 30, drafter, k=k)
+        drafted += gen.stats["speculative"]["drafted"]
+        accepted += gen.stats["speculative"]["accepted"]
+        assert got == _plain(gen, ids, 30), f"prompt {i}"
+    assert 0 < accepted < drafted
+
+
 def test_speculative_sampling_is_seeded_and_valid(tiny_gen):
     ids = _prompts(2, seed=4)[1]
     a = _spec_sampled(tiny_gen, ids, seed=3)
@@ -183,7 +203,11 @@ def test_ngram_drafter_adapts_to_what_drafts_gain():
     from webinfer.llm.lookup import PROBE_EVERY, NgramDrafter
 
     d = NgramDrafter(7, min_ngram=2)
-    d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop)
+    d.costs = {7: 2.0, 3: 2.0}  # a verification costs 2 plain steps (as measured by the loop), whatever its rows
+    d.observe(0, 7)  # a loss: no short drafts, they would cost as much
+    assert d.length == 7
+    d = NgramDrafter(7, min_ngram=2)
+    d.costs = {7: 2.0, 3: 1.5}  # a short draft's step is cheaper
     # idle (chain the next step) when no match of `need` tokens can end with the next token
     assert d.idle([1, 2, 3]) and not d.idle([1, 2, 1])
     d.observe(0, 7)  # a loss (1 token for 2 steps): a step's pause, a longer match needed, short drafts

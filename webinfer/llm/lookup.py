@@ -11,15 +11,20 @@ and vLLM's lookup decoding, it adapts (``adaptive=False`` keeps the exact idle r
 - a losing verification pauses drafting for 1, 2, 4, ... up to 32 steps, and a step where a match is possible
   but has rarely come lately does not wait for its token to look (``idle``): such steps are chained on the GPU
   like plain decoding's, so text the model does not copy costs about nothing;
-- an adaptive length: ``short`` tokens after a verification that accepted fewer than that, back to ``k`` after
-  one that accepted its whole draft (two lengths: each is a step shape, planned once);
+- an adaptive length, where a short draft's step is measured cheaper (by SHORT_SAVES) than a long one's:
+  ``short`` tokens after a verification that accepted fewer than that, back to ``k`` after one that accepted
+  its whole draft (two lengths: each is a step shape, planned once). The software classes' few-rows matmul
+  (codegen/kernels/quant_rows.py) costs the same for 2..8 rows: there drafts stay ``k`` long;
 - where no draft can pay (a verification costs more plain steps than it has rows), no drafts but a rare probe.
 """
 
 from __future__ import annotations
 
-# a verification's cost in plain steps until the loop has measured it (a quiet software GPU's 8-row step)
-DEFAULT_COST = 2.0
+# a verification's cost in plain steps until the loop has measured it (SmolLM2-135M int4 on lavapipe, an 8-row
+# step with the few-rows matmul: 2.6-2.9 plain steps of GPU time, plus the host's turn before it)
+DEFAULT_COST = 3.0
+# A short draft is used only where its verification was measured to cost this fraction of a long one's or less.
+SHORT_SAVES = 0.8
 # Where even a wholly accepted draft costs more than it gains (every measured length's cost >= length + 1: an
 # 8-row step on a loaded lavapipe costs 5-9 plain ones), drafting stops but for one probe every this many
 # steps, which measures the cost again (the machine's load changes).
@@ -75,8 +80,9 @@ class NgramDrafter:
                 self.need = max(self.min_ngram, self.need - 1)
         if self.adaptive:
             self.length = self.k if accepted >= drafted else self.short if accepted < self.short else self.length
-            if self.costs.get(self.short, 0.0) >= self.short + 1:  # a short draft cannot pay even when accepted
-                self.length = self.k
+            short, long = self.costs.get(self.short), self.costs.get(self.k)
+            if short is None or long is None or short > SHORT_SAVES * long or short >= self.short + 1:
+                self.length = self.k  # a short draft saves nothing (or cannot pay even when accepted)
 
     def idle(self, history: list[int]) -> bool:
         """Known before the next token is read: no draft will follow it, so the next plain step may be chained

@@ -24,11 +24,17 @@ from ... import dims as D
 from ..emit import wgsl_literal
 from ..registry import lowering
 from .helpers import broadcast_strides
+from .quant_rows import FEW_ROWS, only_when
 from .tiles import grid_2d, row_steps
 
 WG = 64
 CHUNK = 1024
 SERIAL_WG = 16
+# A speculative verification's 2..FEW_ROWS rows (codegen/kernels/quant_rows.py) where K/V loads are shared in
+# subgroups: one row an invocation, a workgroup of FEW_ROWS_WG, so a head's rows are one subgroup's lanes and the
+# work spreads over more workgroups than SERIAL_WG's few (lavapipe, SmolLM2-135M, 8 rows at 200 past: 35 -> 12 ms
+# a step).
+FEW_ROWS_WG = 8
 # The software class's serial kernels take several query rows per invocation (each K/V row loaded once for
 # all of them) while q and the accumulators of all the rows stay within SERIAL_FLOATS floats each: on lavapipe
 # MiniLM's attention (d 32) ran 26.3 -> 9.6 ms with 4 rows (8 rows: 22.3, spilling), SmolLM2's 128-token
@@ -133,6 +139,16 @@ def lower_cached_attention(ctx) -> None:
             block = serial_rows(d)
             n = D.mul(hq, D.ceildiv(s, block))
             u = head_unroll(d // 4, cap)
+            sharing = serial_sharing(ctx, FEW_ROWS_WG, d)
+            # a build for generation whose lanes share K/V loads (software-subgroups; without, 8 rows one a
+            # lane loaded each K/V row 8 times: lavapipe, software class, 40 ms a step against 30)
+            if decode_when != "skip" and sharing["sg"]:
+                few = D.mul(hq, s)
+                few = only_when(few, D.add(FEW_ROWS + 1, D.mul(s, -1)))
+                ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=few, params={**params, "pairs": few},
+                             wg=FEW_ROWS_WG, when=prefill_when, kind="serial", rows=1, vec4_vars=["kc", "vc"], uq=u,
+                             uv=u, **sharing, **common)
+                n = only_when(n, D.add(s, -FEW_ROWS))
             ctx.dispatch("cached_attention.wgsl.j2", reads, {"out": out}, work=n, params={**params, "pairs": n},
                          wg=SERIAL_WG, when=prefill_when, kind="serial", rows=block, vec4_vars=["kc", "vc"], uq=u,
                          uv=u, **serial_sharing(ctx, SERIAL_WG, d), **common)

@@ -17,6 +17,7 @@ from ..registry import WEBINFER_DOMAIN, lowering
 from ..split import row_parts
 from . import norm
 from .movement import Axis, remap
+from .quant_rows import FEW_ROWS_FORMATS, few_rows_step, only_when
 from .reduce import literal
 from .tiles import choose_tiling, grid_2d, row_steps, tiled_matmul
 
@@ -100,6 +101,10 @@ def lower_matmul_q(ctx, epilogue_fn: str = "", extra_reads: dict | None = None,
     elif gemm_when != "skip":
         t = ctx.kclass.quant_gemm
         grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(rows, t.tm * t.wy), 1)
+        if gemm_when is not None and fmt in FEW_ROWS_FORMATS:  # (a build for generation, rows symbolic)
+            past_few = few_rows_step(ctx, _normalized(ctx, reads, gemm_when), out, rows, gemm_when, common,
+                                     _sizes(k, n, {}), _shares_x(ctx, fmt, GEMV_WG))
+            grid = (grid[0], only_when(grid[1], past_few), 1)
         ctx.dispatch("quant_matmul.wgsl.j2", _normalized(ctx, reads, gemm_when), {"out": out}, grid=grid, wg=t.wx * t.wy,
                      when=gemm_when, params={"M": rows, **_sizes(k, n, layout)}, kind="gemm", t=t,
                      sgx=_shares_x(ctx, fmt, t.wx), few_rows=not isinstance(rows, int), **common)

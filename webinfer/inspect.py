@@ -91,9 +91,13 @@ def inspect_artifact(path: str, dim_values: dict | None = None) -> str:
             raise WebinferError(f"--dim {name}: the artifact has no symbolic dim named {name!r} (its symbolic dims: "
                                 f"{', '.join(spec.dims) or 'none'})")
 
+    formats = {f.output: f for f in spec.output_formats or ()}  # (classic ML: formatted by the run side)
+
     def desc(io):
         t = spec.tensors[io.tensor]
-        return [io.name, t.dtype, "[" + ", ".join(D.json_text(d) for d in t.shape) + "]"]
+        f = formats.get(io.name)
+        dtype = t.dtype if f is None else f"{t.dtype} -> " + ("labels" if f.kind == "labels" else "ZipMap dicts")
+        return [io.name, dtype, "[" + ", ".join(D.json_text(d) for d in t.shape) + "]"]
 
     choice, no_choice = _choice_here(spec)
     index = choice.index if choice else 0

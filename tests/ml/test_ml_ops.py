@@ -190,3 +190,13 @@ def test_feature_vectorizer(tmp_path):
                           [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 6])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(ML, 1)])
     check(model, {"A": a, "B": b, "C": c}, tmp_path)
+
+
+def test_label_encoder_tensor_attributes(tmp_path):
+    """ai.onnx.ml v4's keys_tensor / values_tensor / default_tensor (numeric)."""
+    x = np.array([[3, 8, -1], [5, 3, 0]], np.int64)
+    node = helper.make_node("LabelEncoder", ["X"], ["Y"], domain=ML,
+                            keys_tensor=helper.make_tensor("k", TensorProto.INT64, [3], [3, 5, 8]),
+                            values_tensor=helper.make_tensor("v", TensorProto.FLOAT, [3], [0.5, -2.0, 7.25]),
+                            default_tensor=helper.make_tensor("d", TensorProto.FLOAT, [1], [-9.0]))
+    check(_model(node, x, [("Y", TensorProto.FLOAT, [2, 3])], ml_opset=4), {"X": x}, tmp_path)

@@ -159,3 +159,33 @@ def test_isolation_forest(tmp_path):
     X, _ = _data("iris")
     model = ensemble.IsolationForest(n_estimators=5, random_state=0).fit(X)
     check(_convert(model, X), {"X": _rows(X, 20)}, tmp_path)
+
+
+def _pipelines():
+    from sklearn import compose, impute
+
+    return {"column-transformer": pipeline.make_pipeline(compose.ColumnTransformer(
+                [("num", preprocessing.StandardScaler(), [0, 1]), ("bin", preprocessing.Binarizer(threshold=1.0), [2, 3])]),
+                linear_model.LogisticRegression()),
+            "impute-scale-forest": pipeline.make_pipeline(impute.SimpleImputer(), preprocessing.MinMaxScaler(),
+                                                          ensemble.RandomForestClassifier(n_estimators=3, random_state=0)),
+            "stacking": ensemble.StackingClassifier([("a", linear_model.LogisticRegression()),
+                                                     ("b", tree.DecisionTreeClassifier(max_depth=3, random_state=0))])}
+
+
+@pytest.mark.parametrize("name", list(_pipelines()))
+def test_pipelines(name, tmp_path):
+    X, y = _data("iris")
+    check(_convert(_pipelines()[name].fit(X, y), X), {"X": _rows(X, 20)}, tmp_path)
+
+
+def test_zipmap_columns_and_multi_output_forest(tmp_path):
+    """skl2onnx's zipmap='columns' (one output per class) and a two-target forest regressor."""
+    X, y = _data("iris")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    model = linear_model.LogisticRegression(max_iter=500).fit(X, y)
+    onx = to_onnx(model, X[:1], target_opset=OPSETS, options={id(model): {"zipmap": "columns"}})
+    check(onx, {"X": _rows(X, 20)}, tmp_path / "a")
+    forest = ensemble.RandomForestRegressor(n_estimators=3, max_depth=4, random_state=0).fit(X, X[:, :2] * [1, -2])
+    check(_convert(forest, X), {"X": _rows(X, 20)}, tmp_path / "b")

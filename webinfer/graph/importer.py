@@ -121,15 +121,16 @@ def _holds_map(t: onnx.TypeProto) -> bool:
 
 
 def _refuse_maps(graph: onnx.GraphProto) -> None:
-    """ONNX maps (ai.onnx.ml's ZipMap, DictVectorizer, CastMap outputs or inputs) have no GPU form: refused in one
-    line naming the value and the node that makes it, before onnx-ir is asked to read them."""
+    """ONNX maps have no GPU form: a ZipMap graph output was rewritten before (graph/ml_outputs.py: formatted at
+    run time); any other map (DictVectorizer's or CastMap's input, a ZipMap that another node reads) is refused in
+    one line naming the value and the node that makes it, before onnx-ir is asked to read them."""
     producers = {out: n for n in graph.node for out in n.output}
     for v in [*graph.input, *graph.output, *graph.value_info]:
         if _holds_map(v.type):
             node = producers.get(v.name)
             by = f" (made by {node.domain + '.' if node.domain else ''}{node.op_type})" if node is not None else ""
             raise WebinferError(f"value {v.name!r}{by} is a map or a sequence of maps: webinfer has no map type "
-                                "(a classifier's ZipMap can be removed with its converter's zipmap=False)")
+                                "(only a ZipMap's graph output is supported, formatted at run time)")
 
 
 def import_model(model) -> ir.Model:

@@ -26,6 +26,7 @@ from .. import dims as D
 from .. import shape_ops
 from ..dims import Dim
 from ..opschema import HOST_MAX_ELEMENTS
+from . import ml_shapes
 from .shape_rules import RULES as _RULES
 from .shape_rules import const as _const
 
@@ -110,6 +111,9 @@ class ShapeInference:
     # -- the walk -------------------------------------------------------------------------------
     def run(self) -> "ShapeInference":
         for node in self.model.graph:
+            if node.domain == "ai.onnx.ml":
+                self._ml(node)
+                continue
             if node.domain not in ("", "ai.onnx"):
                 continue
             try:
@@ -134,6 +138,14 @@ class ShapeInference:
                 self.values[out] = list(values[i])
                 if out not in self.shapes or self.shapes[out] is None:
                     self.shapes[out] = (len(values[i]),)
+
+    def _ml(self, node: ir.Node) -> None:
+        """A classic-ML op's outputs (graph/ml_shapes.py), where its input shape is known."""
+        for out, (shape, dtype) in zip(node.outputs, ml_shapes.infer_ml(self, node) or ()):
+            if shape is not None:
+                self.shapes[out] = tuple(shape)
+            if dtype is not None and out.dtype is None:
+                self.dtypes[out] = dtype
 
     def _rule_dtypes(self, node: ir.Node) -> None:
         """Output types of the ops our rules evaluate (ONNX's inference, which would set them, is skipped)."""

@@ -48,6 +48,14 @@ def _imports(tree: ast.AST):
         yield from _imports(node)
 
 
+def _source_of(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
+    """The dotted module a `from ... import` in module ``name`` reads from (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = name.split(".")[: len(name.split(".")) - node.level + is_pkg]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 @functools.cache
 def import_graph() -> dict[str, dict[str, int]]:
     """Module -> {imported webinfer module: line} (read once; callers do not change it)."""
@@ -62,11 +70,7 @@ def import_graph() -> dict[str, dict[str, int]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
-                if node.level:
-                    base = name.split(".")[: len(name.split(".")) - node.level + is_pkg]
-                    src = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    src = node.module or ""
+                src = _source_of(node, name, is_pkg)
                 # `from pkg import mod` imports the submodule; `from mod import name` imports mod.
                 targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in mods else src for a in node.names]
             for t in targets:
@@ -182,8 +186,7 @@ def _private_uses(name: str, path: str, mods: dict[str, str]):
         if isinstance(node, ast.Import):
             aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in mods})
             continue
-        base = (name.split(".")[: len(name.split(".")) - node.level + is_pkg] if node.level else [])
-        src = ".".join(base + ([node.module] if node.module else []))
+        src = _source_of(node, name, is_pkg)
         for a in node.names:
             if f"{src}.{a.name}" in mods:
                 aliases[a.asname or a.name] = f"{src}.{a.name}"

@@ -48,6 +48,12 @@ def _imports(tree: ast.AST):
         yield from _imports(node)
 
 
+@functools.cache
+def _tree(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
 def _source_of(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
     """The dotted module a `from ... import` in module ``name`` reads from (relative levels resolved)."""
     if not node.level:
@@ -63,10 +69,8 @@ def import_graph() -> dict[str, dict[str, int]]:
     graph: dict[str, dict[str, int]] = {}
     for name, path in mods.items():
         is_pkg = path.endswith("__init__.py")
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
         edges: dict[str, int] = {}
-        for node in _imports(tree):
+        for node in _imports(_tree(path)):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -178,9 +182,7 @@ def test_run_side_imports_no_build_side_module():
 def _private_uses(name: str, path: str, mods: dict[str, str]):
     """(webinfer module, private name, line) for each `from mod import _x` and each `mod._x` through a module
     alias, in one module's source."""
-    is_pkg = path.endswith("__init__.py")
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    is_pkg, tree = path.endswith("__init__.py"), _tree(path)
     aliases: dict[str, str] = {}
     for node in _imports(tree):
         if isinstance(node, ast.Import):

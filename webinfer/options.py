@@ -87,6 +87,9 @@ class KernelClass:
     small_conv_macs: int = 0
     depthwise_tile: tuple[int, int] = (0, 0)  # 2-D depthwise conv: (rows, columns) of outputs per invocation
     # sharing their loads (dwconv.wgsl.j2); (0, 0): the direct kernel
+    # The direct conv's stores as a loop over its positions (conv.wgsl.j2; the software matmul and the depthwise
+    # row kernel always): lavapipe's LLVM compiles each store's scatter and epilogue at the first dispatch.
+    store_loops: bool = False
     attention: str = "serial"  # CachedAttention: "serial" (registers only) | "workgroup" (shared memory) |
     # "flash" (K/V tiles in workgroup memory for prefill, split-K blocks + merge for decode)
     workgroup_memory: bool = False  # prefer kernels that stage data in workgroup memory (and barriers)
@@ -127,6 +130,7 @@ SOFTWARE = KernelClass(
     unpack_by_shifts=True,
     weight_textures=True,
     depthwise_tile=(2, 8),
+    store_loops=True,
     conv_block_small=(8, 4, 4),
     small_conv_macs=16 << 20,
     attention="serial",

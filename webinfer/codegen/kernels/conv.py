@@ -225,7 +225,7 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
     ctx.dispatch("conv.wgsl.j2", reads, {"out": out}, grid=grid, wg=WG, params=params, rank=r, tc=tc, tp=tp,
                  ct=compute_type(out_dtype), has_bias=bias is not None, x_zero=x_zero, w_zero=w_zero,
                  epilogue=epilogue, epilogue_fn=epilogue_fn, transpose=transpose, wvec=wvec,
-                 vec4_vars=["w"] if wvec else [])
+                 vec4_vars=["w"] if wvec else [], store_loops=ctx.kclass.store_loops)
 
 
 def _small_conv(ctx, x, cs: ConvShape, win: Window) -> bool:

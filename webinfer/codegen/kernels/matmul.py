@@ -90,7 +90,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
     ctx.dispatch("matmul.wgsl.j2", reads, {"out": out}, grid=grid, wg=t.wx * t.wy, params=params, t=t, when=when,
                  brank=brank, ct=ct, ta=compute_type(a.tensor.dtype), tb=compute_type(b.tensor.dtype),
                  epilogue=epilogue, epilogue_fn=epilogue_fn, has_c=c is not None, zero=zero, vec=vec, sg=sg,
-                 vec4_vars=["a", "b"] if vec else [])
+                 vec4_vars=["a", "b"] + (["out"] if out.dtype == "float32" else []) if vec else [])
 
 
 def _vec4_ok(a: Operand, b: Operand, k, n, zero_points, ct: str) -> bool:

@@ -23,7 +23,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH_ARTIFACT = Path.home() / ".cache" / "webinfer" / "bench-artifacts" / "smollm2-135m-int4"
 QUESTION = "Which rule is about the weather?"
 TOPICS = ["the weather", "train timetables", "museum hours", "local food", "public holidays", "city parks",
           "bicycle hire", "river cruises", "opening times", "ticket prices", "street markets", "night buses"]
@@ -42,19 +41,15 @@ def system_prompt(tokens: int, count) -> str:
 
 
 def default_artifact() -> str:
-    """The bench harness's SmolLM2 int4 (1024 positions) when present, else one built here like it."""
-    if (BENCH_ARTIFACT / "manifest.json").is_file():
-        return str(BENCH_ARTIFACT)
-    out = ROOT / "build" / "artifacts" / "prefix-chat.wi"
-    if not (out / "manifest.json").is_file():
-        import webinfer
-        from demos.recipes import smollm2
+    """SmolLM2 int4 (1024 positions, the pages' tiles), rebuilt when webinfer's compiler changed."""
+    from demos.build_cache import built
+    from demos.recipes import smollm2
 
-        src = smollm2.cache_dir()
-        smollm2.export_tokenizer(src)
-        smollm2.export_model(src)
-        webinfer.build(str(src / "model.onnx"), str(out), max_seq=1024, quantize="int4", tiles="startup")
-    return str(out)
+    src = smollm2.cache_dir()
+    smollm2.export_tokenizer(src)
+    smollm2.export_model(src)
+    out = ROOT / "build" / "artifacts" / "prefix-chat.wi"
+    return str(built(src / "model.onnx", out, {"max_seq": 1024, "quantize": "int4", "tiles": "startup"})[0])
 
 
 def visit(page, url: str | None) -> dict:

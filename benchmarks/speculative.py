@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,19 +43,14 @@ ORDINARY = [
 
 
 def smollm_artifact(out: Path) -> Path:
-    """SmolLM2-135M-Instruct int4 for generation (the recipe's ONNX, built once into ``out``)."""
-    if (out / "manifest.json").is_file():
-        return out
-    import webinfer
+    """SmolLM2-135M-Instruct int4 for generation (the recipe's ONNX), rebuilt when webinfer's compiler changed."""
+    from demos.build_cache import built
     from demos.recipes import smollm2
 
     src = smollm2.cache_dir()
     smollm2.export_tokenizer(src)
     smollm2.export_model(src)
-    t0 = time.perf_counter()
-    webinfer.build(str(src / "model.onnx"), str(out), max_seq=1024, quantize="int4")
-    print(f"built {out} in {time.perf_counter() - t0:.0f} s", flush=True)
-    return out
+    return built(src / "model.onnx", out, {"max_seq": 1024, "quantize": "int4"})[0]
 
 
 def run(gen, prompt: str, n: int, **spec) -> tuple[list[int], float | None, dict]:

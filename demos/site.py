@@ -10,12 +10,12 @@ the source model, the build options or webinfer's own source change (a key store
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
+
+from demos.build_cache import built, source_key
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "build" / "artifacts"
@@ -24,18 +24,6 @@ CHAT_MAX_SEQ = 512
 
 def log(msg: str) -> None:
     print(f"[site] {msg}", flush=True)
-
-
-def _source_key() -> str:
-    """A hash of webinfer's sources (a change in the compiler may change the artifact; the pages cannot)."""
-    h = hashlib.sha256()
-    pages = ROOT / "webinfer" / "site"
-    for path in sorted((ROOT / "webinfer").rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".j2", ".wgsl") and "__pycache__" not in path.parts \
-                and pages not in path.parents:
-            h.update(str(path.relative_to(ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 # Pages are opened, used for a while and closed, and browsers keep no compiled pipeline across visits: their
@@ -149,24 +137,12 @@ def vision_models(cpu: bool = True) -> dict[str, tuple]:
 
 def artifact_for(name: str, source: Path, options: dict, source_key: str) -> Path:
     """Build (or reuse) build/artifacts/<name>.wi for ``source`` with ``options``."""
-    from webinfer.build import build
-
-    out = ARTIFACTS / f"{name}.wi"
-    st = source.stat()
-    key = json.dumps({"source": str(source), "size": st.st_size, "mtime": int(st.st_mtime), "options": options,
-                      "webinfer": source_key}, sort_keys=True)
-    stamp = ARTIFACTS / f"{name}.key"
-    if (out / "manifest.json").is_file() and stamp.is_file() and stamp.read_text() == key:
-        log(f"{name}: reusing {out.relative_to(ROOT)}")
-        return out
-    t0 = time.perf_counter()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
-    manifest = build(str(source), str(out), **options)
-    stamp.write_text(key)
-    mib = sum(s["bytes"] for s in manifest["shards"]) / 2**20
-    programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)" for p in manifest["programs"])
-    log(f"{name}: built {programs}, {mib:.1f} MiB weights in {time.perf_counter() - t0:.1f} s")
+    out, manifest = built(source, ARTIFACTS / f"{name}.wi", options, source_key, log=log)
+    if manifest is not None:
+        mib = sum(s["bytes"] for s in manifest["shards"]) / 2**20
+        programs = ", ".join(f"{p['class']} {len(p['steps'])} kernels ({p['shaders']} shaders)"
+                             for p in manifest["programs"])
+        log(f"{name}: {programs}, {mib:.1f} MiB weights")
     return out
 
 
@@ -185,7 +161,7 @@ def build_site(out: str | os.PathLike, only: list[str] | None = None, wheel: str
         raise SystemExit(f"unknown demo(s) {unknown}; choose from {list(table)}")
     if wheel is None:
         wheel = browser_wheel(str(ARTIFACTS / "wheel"))
-    key = _source_key()
+    key = source_key()
     for name in names:
         source_fn, options_fn, files_fn = table[name]
         art = artifact_for(name, Path(source_fn()), options_fn(), key)

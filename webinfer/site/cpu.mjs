@@ -8,7 +8,10 @@
 // both paths: run, classify (an artifact built with --preprocess/--postprocess), encode (the artifact's
 // tokenizer, in Pyodide) and chat (cpu-chat.mjs's loop in onnxruntime's worker, text made here).
 
+import { describe } from "./cpu_session.mjs";
 import { CACHE_NAME, fetchShard } from "./weights.mjs";
+
+export { CpuSession } from "./cpu_session.mjs";  // (onnxruntime's session in this thread: the benchmark page's)
 
 export const CPU_MODEL = "assets/cpu-model.onnx";
 
@@ -64,17 +67,8 @@ function buffers(values) {
   return [...out];
 }
 
-function dimText(d) {
-  return Number.isInteger(d) ? d : typeof d === "string" ? d : JSON.stringify(d);
-}
-
-function describe(manifest, io) {
-  const t = manifest.tensors[io.tensor];
-  return { name: io.name, type: t.dtype, dims: t.shape.map(dimText) };
-}
-
 // A session in onnxruntime's worker, with its text (page_cpu.py's CpuText, or null) here.
-class CpuSession {
+class RemoteSession {
   constructor(handle, manifest, kind, text, maxSeq) {
     this.handle = handle;
     this.text = text;
@@ -168,7 +162,7 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
     ortCall({ op: "close", handle }).catch(() => {});
     throw e;
   }
-  const session = new CpuSession(handle, manifest, kind, got, opened.max_seq);
+  const session = new RemoteSession(handle, manifest, kind, got, opened.max_seq);
   sessions.set(handle, session);
   const timings = { ...opened.marks, weight_bytes: entry.bytes, shards: 1, load_start_ms: Math.round(t - host.started),
     python_ms: Math.round(performance.now() - t2), ...marks,  // (python_ms: the wait for Pyodide once the session was made)

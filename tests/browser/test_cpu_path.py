@@ -166,9 +166,9 @@ def test_forcing_a_path_and_the_clear_errors(no_webgpu, cpu_site, page):
 
 
 def test_an_altered_cpu_model_is_refused_and_not_kept(no_webgpu, cpu_site):
-    """onnxruntime's worker makes the session while the CPU model's sha256 is checked (weights.mjs deferCheck):
-    an altered file still fails the load with the mismatch (not onnxruntime's parse error, nor a session), and
-    Cache Storage keeps no copy of it."""
+    """onnxruntime's host (ort_host.mjs; here in the page's worker: this model has no text) makes the session
+    while the CPU model's sha256 is checked (weights.mjs deferCheck): an altered file still fails the load with
+    the mismatch (not onnxruntime's parse error, nor a session), and Cache Storage keeps no copy of it."""
     import shutil
 
     site = cpu_site["site"]

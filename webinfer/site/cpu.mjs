@@ -3,7 +3,8 @@
 // assets/cpu-model.onnx, sha256-checked like every file) runs on onnxruntime-web's wasm backend, served from
 // the site's own ort/ folder (SIMD; threads where the page is cross-origin isolated, as `webinfer serve` makes
 // it). onnxruntime runs in a worker of its own (ort_worker.mjs: its start, the model's fetch, the session and
-// chat's decode loop), this worker boots Pyodide for the text meanwhile (the tokenizer, page_cpu.py). Sessions
+// chat's decode loop) where this worker boots Pyodide for the text meanwhile (the tokenizer, page_cpu.py), else
+// here (ort_host.mjs either way). Sessions
 // describe their inputs and outputs from the manifest, as the GPU path does, so load -> run is the same API on
 // both paths: run, classify (an artifact built with --preprocess/--postprocess), encode (the artifact's
 // tokenizer, in Pyodide) and chat (cpu-chat.mjs's loop in onnxruntime's worker, text made here).
@@ -15,15 +16,17 @@ export { CpuSession } from "./cpu_session.mjs";  // (onnxruntime's session in th
 
 export const CPU_MODEL = "assets/cpu-model.onnx";
 
-let ortWorker = null;  // {worker, pending}: onnxruntime's worker, once per page worker
+const ortHosts = {};  // {worker, here}: {post, pending}, onnxruntime's thread (ort_host.mjs), each started once
 let nextId = 1;
 
-// onnxruntime's worker, started (its runtime too) on the first call; `base`: the site's ort/ folder.
-function startOrt(base, origin) {
-  if (ortWorker) return ortWorker;
-  const worker = new Worker(new URL("./ort_worker.mjs", import.meta.url), { type: "module" });
+// onnxruntime's host, started (its runtime too) on the first call; `base`: the site's ort/ folder. `ownWorker`:
+// in a Web Worker of its own (ort_worker.mjs), where Pyodide boots in this one meanwhile; else here, in this
+// worker's thread, over the same messages (nothing to overlap: a second worker would only add its start).
+function startOrt(base, origin, ownWorker) {
+  const where = ownWorker ? "worker" : "here";
+  if (ortHosts[where]) return ortHosts[where];
   const pending = new Map();
-  worker.onmessage = ({ data }) => {
+  const deliver = (data) => {
     const call = pending.get(data.id);
     if (!call) return;
     if (data.type === "result") {
@@ -36,24 +39,34 @@ function startOrt(base, origin) {
       call.onMessage?.(data);
     }
   };
-  worker.onerror = (event) => {
-    event.preventDefault?.();
-    const err = new Error(`onnxruntime's worker failed: ${event.message || "could not start (see the console)"}`);
-    for (const call of pending.values()) call.reject(err);
-    pending.clear();
-    ortWorker = null;
-  };
-  worker.postMessage({ op: "init", base, origin });
-  ortWorker = { worker, pending, base };
-  return ortWorker;
+  let post;
+  if (ownWorker) {
+    const worker = new Worker(new URL("./ort_worker.mjs", import.meta.url), { type: "module" });
+    worker.onmessage = ({ data }) => deliver(data);
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      const err = new Error(`onnxruntime's worker failed: ${event.message || "could not start (see the console)"}`);
+      for (const call of pending.values()) call.reject(err);
+      pending.clear();
+      delete ortHosts[where];
+    };
+    post = (message, transfer) => worker.postMessage(message, transfer);
+  } else {
+    const host = import("./ort_host.mjs");
+    post = (message) => {
+      host.then(({ handle }) => handle(message, deliver), (e) => deliver({ id: message.id, type: "error", message: e.message }));
+    };
+  }
+  post({ op: "init", base, origin }, []);
+  ortHosts[where] = { post, pending };
+  return ortHosts[where];
 }
 
-function ortCall(message, onMessage, transfer = []) {
-  const { worker, pending } = ortWorker;
+function ortCall({ post, pending }, message, onMessage, transfer = []) {
   const id = nextId++;
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject, onMessage });
-    worker.postMessage({ ...message, id }, transfer);
+    post({ ...message, id }, transfer);
   });
 }
 
@@ -69,7 +82,8 @@ function buffers(values) {
 
 // A session in onnxruntime's worker, with its text (page_cpu.py's CpuText, or null) here.
 class RemoteSession {
-  constructor(handle, manifest, kind, text, maxSeq) {
+  constructor(host, handle, manifest, kind, text, maxSeq) {
+    this.host = host;
     this.handle = handle;
     this.text = text;
     this.maxSeq = maxSeq;
@@ -78,7 +92,7 @@ class RemoteSession {
   }
 
   classify(pixels, width, height) {
-    return ortCall({ op: "classify", handle: this.handle, pixels, width, height }, null, buffers([pixels]));
+    return ortCall(this.host, { op: "classify", handle: this.handle, pixels, width, height }, null, buffers([pixels]));
   }
 
   encode(text) {
@@ -93,7 +107,7 @@ class RemoteSession {
 
   // feeds: [[name, type, dims, data]] as webinfer.mjs sends them; resolves to [{name, type, dims, data}].
   run(feeds) {
-    return ortCall({ op: "run", handle: this.handle, feeds }, null, buffers(feeds.map((f) => f[3])));
+    return ortCall(this.host, { op: "run", handle: this.handle, feeds }, null, buffers(feeds.map((f) => f[3])));
   }
 
   // Stream the assistant's reply to `messages`; onToken(id, text) per token; resolves to the turn's stats (as the
@@ -107,7 +121,7 @@ class RemoteSession {
     const eos = o.stop_at_eos ? this.text.eos_token_id : -1;
     this.text.start();
     let text = "";
-    const stats = await ortCall({ op: "chat", handle: this.handle, ids, options: o, eos }, ({ token }) => {
+    const stats = await ortCall(this.host, { op: "chat", handle: this.handle, ids, options: o, eos }, ({ token }) => {
       const piece = this.text.push(token);
       text += piece;
       onToken(token, piece);
@@ -116,12 +130,12 @@ class RemoteSession {
   }
 
   cancel() {
-    ortWorker?.worker.postMessage({ op: "cancel", handle: this.handle });
+    this.host.post({ op: "cancel", handle: this.handle }, []);
   }
 
   close() {
     this.text?.destroy?.();  // (the Python object behind the proxy)
-    return ortCall({ op: "close", handle: this.handle });
+    return ortCall(this.host, { op: "close", handle: this.handle });
   }
 }
 
@@ -138,11 +152,11 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
   const s = await host.site();
   if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
   const base = new URL(s.ort, host.root).href;
-  startOrt(base, performance.timeOrigin + host.started);  // (its runtime starts while the rest is fetched)
+  const needsText = kind === "chat" || Boolean(manifest.assets?.["assets/tokenizer.json"]);
+  const ort = startOrt(base, performance.timeOrigin + host.started, needsText);  // (its runtime starts while the rest is fetched)
   const t = performance.now();
   const marks = {};
-  const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
-    ? openText(host, artifactURL, manifest, marks) : null;
+  const text = needsText ? openText(host, artifactURL, manifest, marks) : null;
   text?.catch(() => {});  // (awaited once the session is made)
   let labels = null;
   const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;
@@ -151,7 +165,7 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
     labels = new TextDecoder().decode(got.bytes).split("\n").filter((line, i, all) => i < all.length - 1 || line);
   }
   const handle = `cpu-${nextHandle++}`;
-  const opened = await ortCall({ op: "open", handle, url: new URL(entry.file, artifactURL).href, entry, manifest, kind,
+  const opened = await ortCall(ort, { op: "open", handle, url: new URL(entry.file, artifactURL).href, entry, manifest, kind,
     labels, base }, (m) => progress(m.progress));
   const t2 = performance.now();
   let got = null;
@@ -159,10 +173,10 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
     got = text ? await text : null;
     if (kind === "chat" && !got) throw new Error("chat needs the artifact's tokenizer (build it from a folder holding tokenizer.json)");
   } catch (e) {
-    ortCall({ op: "close", handle }).catch(() => {});
+    ortCall(ort, { op: "close", handle }).catch(() => {});
     throw e;
   }
-  const session = new RemoteSession(handle, manifest, kind, got, opened.max_seq);
+  const session = new RemoteSession(ort, handle, manifest, kind, got, opened.max_seq);
   sessions.set(handle, session);
   const timings = { ...opened.marks, weight_bytes: entry.bytes, shards: 1, load_start_ms: Math.round(t - host.started),
     python_ms: Math.round(performance.now() - t2), ...marks,  // (python_ms: the wait for Pyodide once the session was made)

@@ -22,11 +22,18 @@ let nextId = 1;
 // onnxruntime's host, started (its runtime too) on the first call; `base`: the site's ort/ folder. `ownWorker`:
 // in a Web Worker of its own (ort_worker.mjs), where Pyodide boots in this one meanwhile; else here, in this
 // worker's thread, over the same messages (nothing to overlap: a second worker would only add its start).
+// `up` resolves once the worker runs: a nested worker's start needs this thread, which Pyodide's boot holds for
+// seconds at a time (a warm chat visit's onnxruntime started only after it, 7.4 s in), so Pyodide waits for it.
 function startOrt(base, origin, ownWorker) {
   const where = ownWorker ? "worker" : "here";
   if (ortHosts[where]) return ortHosts[where];
   const pending = new Map();
+  let isUp;
+  const up = new Promise((resolve) => {
+    isUp = resolve;
+  });
   const deliver = (data) => {
+    if (data.type === "up") isUp();
     const call = pending.get(data.id);
     if (!call) return;
     if (data.type === "result") {
@@ -49,16 +56,18 @@ function startOrt(base, origin, ownWorker) {
       for (const call of pending.values()) call.reject(err);
       pending.clear();
       delete ortHosts[where];
+      isUp();
     };
     post = (message, transfer) => worker.postMessage(message, transfer);
   } else {
+    isUp();
     const host = import("./ort_host.mjs");
     post = (message) => {
       host.then(({ handle }) => handle(message, deliver), (e) => deliver({ id: message.id, type: "error", message: e.message }));
     };
   }
   post({ op: "init", base, origin }, []);
-  ortHosts[where] = { post, pending };
+  ortHosts[where] = { post, pending, up };
   return ortHosts[where];
 }
 
@@ -156,7 +165,7 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
   const ort = startOrt(base, performance.timeOrigin + host.started, needsText);  // (its runtime starts while the rest is fetched)
   const t = performance.now();
   const marks = {};
-  const text = needsText ? openText(host, artifactURL, manifest, marks) : null;
+  const text = needsText ? ort.up.then(() => openText(host, artifactURL, manifest, marks)) : null;
   text?.catch(() => {});  // (awaited once the session is made)
   let labels = null;
   const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;

@@ -4,3 +4,4 @@
 import { handle } from "./ort_host.mjs";
 
 self.onmessage = ({ data }) => handle(data, (message, transfer = []) => self.postMessage(message, transfer));
+self.postMessage({ type: "up" });  // (the page's worker starts Pyodide only then: see cpu.mjs startOrt)

@@ -53,6 +53,13 @@ def cpu_since(before: dict[int, float]) -> float:
     return sum(max(0.0, s - before.get(p, 0.0)) for p, s in tree_cpu_s().items())
 
 
+def timeline_text(timings: dict) -> str:
+    """A visit's phases (the CPU path's ``timings.timeline``: [start, end] ms since the page's worker started,
+    onnxruntime's worker and Pyodide side by side) in order of start, e.g. ``ort_init 300-2160``."""
+    phases = sorted((timings.get("timeline") or {}).items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    return "  ".join(f"{name} {a}-{b}" for name, (a, b) in phases)
+
+
 def visit(page, url: str, selector: str) -> dict:
     cpu0 = tree_cpu_s()
     page.goto(url)
@@ -110,11 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated subset of classify,similarity,chat")
     p.add_argument("--against", metavar="OLD_SITE", help="measure SITE and OLD_SITE in turns; report the ratios")
     p.add_argument("--rounds", type=int, default=3, help="with --against: visits of each site per demo")
+    p.add_argument("--timeline", action="store_true", help="print each visit's phases (ms since the worker started)")
     args = p.parse_args(argv)
     if args.against:
         from demos.measure_pair import paired, report
 
-        report(paired(args.site, args.against, args.rounds, args.only.split(",") if args.only else None, args.tokens))
+        report(paired(args.site, args.against, args.rounds, args.only.split(",") if args.only else None, args.tokens,
+                      args.timeline))
         return 0
     rows = measure(args.site, args.tokens, args.only.split(",") if args.only else None)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -122,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         extra = (f"{r['ttft_s']:>6.2f}s {r['decode_tok_s']:>6.2f} tok/s" if "ttft_s" in r else "")
         print(f"{r['demo']:<11} {r['cold_ready_s']:>9.1f}s {r['warm_ready_s']:>9.1f}s {extra}")
+        if args.timeline:
+            for when in ("cold", "warm"):
+                print(f"  {when}: {timeline_text(r[when]) or '(no timeline)'}")
     return 0
 
 

@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from demos.measure import PAGES, visit
+from demos.measure import PAGES, timeline_text, visit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,8 +22,10 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def paired(new_site: str, old_site: str, rounds: int = 3, only: list[str] | None = None, tokens: int = 8) -> dict:
-    """{demo: {"new": [visit rows], "old": [...]}}, each row {cold, warm} timings, visits taken in turns."""
+def paired(new_site: str, old_site: str, rounds: int = 3, only: list[str] | None = None, tokens: int = 8,
+           timeline: bool = False) -> dict:
+    """{demo: {"new": [visit rows], "old": [...]}}, each row {cold, warm} timings, visits taken in turns;
+    ``timeline``: print each visit's phases too (demos.measure.timeline_text)."""
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests" / "browser"))
@@ -50,6 +52,8 @@ def paired(new_site: str, old_site: str, rounds: int = 3, only: list[str] | None
                         print(f"round {r + 1} {name} {which}: cold {cold['timings']['ready_ms']} ms "
                               f"({cold['timings']['cpu_s']} CPU s), warm {warm['timings']['ready_ms']} ms "
                               f"({warm['timings']['cpu_s']} CPU s), load {os.getloadavg()[0]:.1f}", flush=True)
+                        for when, v in (("cold", cold), ("warm", warm)) if timeline else ():
+                            print(f"  {when}: {timeline_text(v['timings']) or '(no timeline)'}", flush=True)
             browser.close()
     finally:
         for server, _ in servers.values():

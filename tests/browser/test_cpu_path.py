@@ -165,6 +165,32 @@ def test_forcing_a_path_and_the_clear_errors(no_webgpu, cpu_site, page):
                                rtol=1e-6, atol=1e-6)
 
 
+def test_an_altered_cpu_model_is_refused_and_not_kept(no_webgpu, cpu_site):
+    """onnxruntime's host (ort_host.mjs; here in the page's worker: this model has no text) makes the session
+    while the CPU model's sha256 is checked (weights.mjs deferCheck): an altered file still fails the load with
+    the mismatch (not onnxruntime's parse error, nor a session), and Cache Storage keeps no copy of it."""
+    import shutil
+
+    site = cpu_site["site"]
+    shutil.rmtree(site / "model-bad", ignore_errors=True)
+    shutil.copytree(site / "model", site / "model-bad", copy_function=shutil.copyfile)  # (no hard links)
+    model = site / "model-bad" / "artifact" / "assets" / "cpu-model.onnx"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    page, _ = _open(no_webgpu, cpu_site["url"] + "model-bad/")
+    err = page.locator("#result").get_attribute("data-error") or ""
+    assert "cpu-model.onnx: sha256 does not match the manifest" in err, err
+    kept = page.evaluate("""async () => (await (await caches.open("webinfer-weights-v1")).keys())
+        .map((r) => r.url).filter((u) => u.includes("/model-bad/"))""")
+    assert kept == [], kept
+    # the same page with the file as built loads (and its copy is kept)
+    page.goto(cpu_site["url"] + "model/")
+    page.wait_for_selector("#result[data-done]", state="attached", timeout=120_000)
+    assert page.locator("#result").get_attribute("data-error") is None
+    page.close()
+
+
 def test_a_software_adapter_gets_the_cpu_path_by_itself(cpu_site, page):
     """SwiftShader (the suite's Chromium) is a software adapter: an artifact that carries the CPU model runs on
     onnxruntime-web's wasm backend without being asked; ?path=gpu still gets WebGPU. Both equal onnxruntime."""

@@ -9,11 +9,13 @@ def load_tokenizer(tokenizer_json: str, config_json: str | None = None):
     """The tokenizer a `tokenizer.json` describes: WordPiece encoders (BERT family) get [CLS] ... [SEP] with
     their attention mask (wordpiece.py); everything else the generic pipeline (tokenizer.py)."""
     from ..errors import WebinferError
+    from .tokenizers.jsonfloat import loads
 
-    try:
-        kind = (json.loads(tokenizer_json).get("model") or {}).get("type", "BPE")
+    try:  # (parsed once: the generic pipeline takes it as it is; a big vocabulary's JSON is most of the start)
+        spec = loads(tokenizer_json)
     except ValueError as e:
         raise WebinferError(f"tokenizer.json is not valid JSON ({e})") from None
+    kind = (spec.get("model") or {}).get("type", "BPE") if isinstance(spec, dict) else None
     if kind == "WordPiece":
         from .wordpiece import WordPieceTokenizer
 
@@ -23,4 +25,4 @@ def load_tokenizer(tokenizer_json: str, config_json: str | None = None):
             raise WebinferError(f"tokenizer.json: {e}") from None
     from .tokenizer import Tokenizer
 
-    return Tokenizer.from_json(tokenizer_json, config_json)
+    return Tokenizer(spec, json.loads(config_json) if config_json else None)

@@ -1,10 +1,12 @@
 // Chat on the CPU path: the generation loop over the artifact's CPU model (the source decoder, past/present KV
-// tensors) on onnxruntime-web's wasm backend. The WebGPU path keeps its cache in GPU buffers and samples on the
-// GPU (codegen/kernels/sampling.py); here the present tensors are fed back as the next step's past and the
-// next token is chosen on the CPU, with the same rules: repetition penalty over the same window, greedy argmax
-// (lowest index on ties), else temperature, top-k (ties kept), top-p and a draw from the kept mass with the same
-// counter-based random number (PCG hash of seed and step). Text goes through page_cpu.py (Pyodide): the same
-// tokenizer, chat template and stream decoder as the WebGPU path, so prompt ids and streamed text are equal.
+// tensors) on onnxruntime-web's wasm backend, in onnxruntime's worker (ort_worker.mjs). The WebGPU path keeps
+// its cache in GPU buffers and samples on the GPU (codegen/kernels/sampling.py); here the present tensors are
+// fed back as the next step's past and the next token is chosen on the CPU, with the same rules: repetition
+// penalty over the same window, greedy argmax (lowest index on ties), else temperature, top-k (ties kept),
+// top-p and a draw from the kept mass with the same counter-based random number (PCG hash of seed and step).
+// Text goes through page_cpu.py (Pyodide, in the page's worker: cpu.mjs): the same tokenizer, chat template and
+// stream decoder as the WebGPU path, so prompt ids and streamed text are equal; this loop takes the prompt's ids
+// and the checked options, and posts each token on as it is chosen.
 //
 // Like the WebGPU path's Generator, the cache outlives a reply: a conversation that starts with the ids the
 // cache holds prefills only the rest (the past tensors are cut back to the common prefix otherwise).
@@ -71,12 +73,9 @@ function commonPrefix(a, b, limit) {
 const yieldToEvents = () => new Promise((resolve) => setTimeout(resolve, 0));  // lets a cancel message in
 
 export class CpuChat {
-  constructor(ort, session, manifest, text) {
+  constructor(ort, session, manifest) {
     this.ort = ort;
     this.session = session;
-    this.text = text;
-    this.inputs = [];
-    this.outputs = [];
     const meta = new Map((session.inputMetadata || []).map((m) => [m.name, m]));
     this.past = session.inputNames.filter((n) => n.startsWith("past_key_values."));
     if (!this.past.length || !session.outputNames.includes("logits")) {
@@ -99,7 +98,12 @@ export class CpuChat {
     this.cached = [];
     this.cache = null;  // {name: ort.Tensor} of the cached positions
     this.cancelled = false;
-    this.threads = ort.env.wasm.numThreads;
+  }
+
+  // One short step before the first message: onnxruntime's first run allocates what later steps reuse (the
+  // WebGPU path warms up the same way).
+  async warmUp() {
+    await this.step([0, 0], 0, this.pastFeeds(0));
   }
 
   cancel() {
@@ -145,24 +149,19 @@ export class CpuChat {
     return { row, present: Object.fromEntries(Object.entries(out).filter(([k]) => k.startsWith("present."))) };
   }
 
-  // Stream the assistant's reply to `messages`; onToken(id, text) per token; resolves to the turn's stats (as
-  // the WebGPU path's Generator.stats).
-  async chat(messages, options, onToken) {
-    const o = JSON.parse(this.text.options(JSON.stringify(options || {})));
-    const idsProxy = this.text.chat_ids(JSON.stringify(messages));
-    const ids = idsProxy.toJs();
-    idsProxy.destroy();
+  // The reply to the prompt `ids` (page_cpu.py's chat template) under the checked options `o`; onToken(id) per
+  // token; stops at `eos` (-1: never). Resolves to the turn's stats (as the WebGPU path's Generator.stats, less
+  // the text, which the page's worker makes).
+  async chat(ids, o, eos, onToken) {
     if (!ids.length) throw new Error("the prompt is empty");
     if (ids.length + o.max_new_tokens > this.maxSeq) {
       throw new Error(`prompt (${ids.length} tokens) + max_new_tokens (${o.max_new_tokens}) exceeds the KV cache of ` +
         `${this.maxSeq} positions (start a new conversation, ask for fewer tokens, or rebuild with a larger --max-seq)`);
     }
     this.cancelled = false;
-    const eos = o.stop_at_eos ? this.text.eos_token_id : -1;
     const reused = commonPrefix(this.cached, ids, ids.length - 1);
-    const stats = { prompt_ids: ids, token_ids: [], text: "", reused_tokens: reused };
+    const stats = { prompt_ids: ids, token_ids: [], reused_tokens: reused };
     const history = ids.slice();
-    this.text.start();
     const t0 = performance.now();
     let tFirst = null;
     let feed = ids.slice(reused);
@@ -179,9 +178,7 @@ export class CpuChat {
         pos += feed.length;
         stats.token_ids.push(token);
         history.push(token);
-        const text = this.text.push(token);
-        stats.text += text;
-        onToken(token, text);
+        onToken(token);
         failed = false;
         await yieldToEvents();
         if (token === eos || this.cancelled || step + 1 === o.max_new_tokens) break;
@@ -193,7 +190,6 @@ export class CpuChat {
       // every token but the last was fed to a step: the cache holds their keys and values
       this.cached = failed ? [] : ids.concat(stats.token_ids.slice(0, -1));
     }
-    stats.text += this.text.flush();
     const tEnd = performance.now();
     const nDecode = stats.token_ids.length - 1;
     Object.assign(stats, {
@@ -207,16 +203,6 @@ export class CpuChat {
 
   close() {
     this.cache = null;
-    this.text.destroy?.();  // (the Python object behind the proxy)
     return this.session.release();
   }
-}
-
-// A chat over onnxruntime's `session` of the CPU model; its `text` (page_cpu.py's CpuText, Pyodide) is set by
-// the caller when Pyodide is in (cpu.mjs: the warm-up step runs meanwhile).
-export async function openCpuChat(ort, session, manifest) {
-  const chat = new CpuChat(ort, session, manifest, null);
-  // One short step compiles the kernels before the first message (the WebGPU path warms up the same way).
-  await chat.step([0, 0], 0, chat.pastFeeds(0));
-  return chat;
 }

@@ -2,88 +2,106 @@
 // `?path=cpu` asks for it, the artifact's CPU model (`build --cpu`: the source model as standard ONNX,
 // assets/cpu-model.onnx, sha256-checked like every file) runs on onnxruntime-web's wasm backend, served from
 // the site's own ort/ folder (SIMD; threads where the page is cross-origin isolated, as `webinfer serve` makes
-// it). Sessions describe their inputs and outputs from the manifest, as the GPU path does, so load -> run is
-// the same API on both paths: run, classify (an artifact built with --preprocess/--postprocess: its CPU model
-// carries the same prologue and epilogue as standard ONNX ops, graph/cpu_model.py), encode (the artifact's
-// tokenizer, in Pyodide: page_cpu.py) and chat (cpu-chat.mjs).
+// it). onnxruntime runs in a worker of its own (ort_worker.mjs: its start, the model's fetch, the session and
+// chat's decode loop) where this worker boots Pyodide for the text meanwhile (the tokenizer, page_cpu.py), else
+// here (ort_host.mjs either way). Sessions
+// describe their inputs and outputs from the manifest, as the GPU path does, so load -> run is the same API on
+// both paths: run, classify (an artifact built with --preprocess/--postprocess), encode (the artifact's
+// tokenizer, in Pyodide) and chat (cpu-chat.mjs's loop in onnxruntime's worker, text made here).
 
-import { openCpuChat } from "./cpu-chat.mjs";
+import { describe } from "./cpu_session.mjs";
 import { CACHE_NAME, fetchShard } from "./weights.mjs";
 
+export { CpuSession } from "./cpu_session.mjs";  // (onnxruntime's session in this thread: the benchmark page's)
+
 export const CPU_MODEL = "assets/cpu-model.onnx";
-// The CPU model's int4 weights are DequantizeLinear of constants: folded into float32 weights when the session is
-// made, which onnxruntime does only with its QDQ fusions off (graph/cpu_weights.py SESSION_CONFIG).
-const SESSION_OPTIONS = { executionProviders: ["wasm"], extra: { session: { disable_quant_qdq: "1" } } };
-let ortPromise = null;
 
-// A one-node ONNX model (y = Identity(x), float [1]): opening it starts onnxruntime-web's runtime (its wasm
-// fetched and compiled, its threads started), which the first real session would otherwise do only once the
-// CPU model is in.
-const STARTER = "CAgSADo3ChAKAXgSAXkiCElkZW50aXR5EgFnWg8KAXgSCgoICAESBAoCCAFiDwoBeRIKCggIARIECgIIAUIECgAQDQ==";
+const ortHosts = {};  // {worker, here}: {post, pending}, onnxruntime's thread (ort_host.mjs), each started once
+let nextId = 1;
 
-// onnxruntime-web, once per worker, from `base` (the site's ort/ folder), its runtime started; marks.ort_init_ms
-// says how long that took.
-function ortWeb(base, marks = {}) {
-  ortPromise ??= (async () => {
-    const t = performance.now();
-    const ort = await import(new URL("ort.wasm.min.mjs", base).href);
-    ort.env.wasm.wasmPaths = base;
-    ort.env.wasm.numThreads = self.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
-    const starter = await ort.InferenceSession.create(Uint8Array.from(atob(STARTER), (c) => c.charCodeAt(0)),
-      { executionProviders: ["wasm"] });
-    await starter.release();
-    marks.ort_init_ms = Math.round(performance.now() - t);
-    return ort;
-  })();
-  return ortPromise;
-}
-
-function dimText(d) {
-  return Number.isInteger(d) ? d : typeof d === "string" ? d : JSON.stringify(d);
-}
-
-function describe(manifest, io) {
-  const t = manifest.tensors[io.tensor];
-  return { name: io.name, type: t.dtype, dims: t.shape.map(dimText) };
-}
-
-export class CpuSession {
-  // bytes: the CPU model (checked against the manifest); base: the ort/ folder's URL; extras: {text (page_cpu.py's
-  // CpuText, or null), labels (the classification labels, or null)}.
-  static async open(manifest, bytes, base, extras = {}) {
-    const ort = await ortWeb(base);
-    const session = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
-    return new CpuSession(ort, session, manifest, extras);
-  }
-
-  constructor(ort, session, manifest, { text = null, labels = null } = {}) {
-    this.ort = ort;
-    this.session = session;
-    this.manifest = manifest;
-    this.text = text;
-    this.labels = labels;
-    this.inputs = manifest.inputs.map((io) => describe(manifest, io));
-    this.outputs = manifest.programs[0].outputs.map((io) => describe(manifest, io));
-    this.threads = ort.env.wasm.numThreads;
-  }
-
-  // RGBA8 pixels of any size -> [{label, score}], best first, as runtime/vision.py classify answers.
-  async classify(pixels, width, height) {
-    const pre = this.manifest.preprocess;
-    const info = this.manifest.classify;
-    if (!pre) throw new Error("this artifact takes no image (build it with --preprocess); pass the model's inputs to run()");
-    if (!info) throw new Error("this artifact has no classification epilogue (build it with --postprocess)");
-    const bytes = new Uint8Array(pixels);
-    if (!(width >= 1 && height >= 1) || bytes.length !== width * height * 4) {
-      throw new Error(`image: ${bytes.length} bytes are not ${width}x${height} RGBA8 pixels`);
+// onnxruntime's host, started (its runtime too) on the first call; `base`: the site's ort/ folder. `ownWorker`:
+// in a Web Worker of its own (ort_worker.mjs), where Pyodide boots in this one meanwhile; else here, in this
+// worker's thread, over the same messages (nothing to overlap: a second worker would only add its start).
+// `up` resolves once the worker runs: a nested worker's start needs this thread, which Pyodide's boot holds for
+// seconds at a time (a warm chat visit's onnxruntime started only after it, 7.4 s in), so Pyodide waits for it.
+function startOrt(base, origin, ownWorker) {
+  const where = ownWorker ? "worker" : "here";
+  if (ortHosts[where]) return ortHosts[where];
+  const pending = new Map();
+  let isUp;
+  const up = new Promise((resolve) => {
+    isUp = resolve;
+  });
+  const deliver = (data) => {
+    if (data.type === "up") isUp();
+    const call = pending.get(data.id);
+    if (!call) return;
+    if (data.type === "result") {
+      pending.delete(data.id);
+      call.resolve(data.value);
+    } else if (data.type === "error") {
+      pending.delete(data.id);
+      call.reject(new Error(data.message));
+    } else {
+      call.onMessage?.(data);
     }
-    // one uint32 per pixel, R in the low byte: the ImageData's bytes as they are (as on the WebGPU path)
-    const image = new this.ort.Tensor("uint32", new Uint32Array(bytes.buffer, bytes.byteOffset, width * height),
-      [height, width]);
-    const out = await this.session.run({ [pre.image]: image }, [info.scores, info.indices]);
-    const scores = Array.from(out[info.scores].data, Number);
-    const indices = Array.from(out[info.indices].data, Number);
-    return scores.map((score, i) => ({ label: this.labels ? this.labels[indices[i]] : String(indices[i]), score }));
+  };
+  let post;
+  if (ownWorker) {
+    const worker = new Worker(new URL("./ort_worker.mjs", import.meta.url), { type: "module" });
+    worker.onmessage = ({ data }) => deliver(data);
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      const err = new Error(`onnxruntime's worker failed: ${event.message || "could not start (see the console)"}`);
+      for (const call of pending.values()) call.reject(err);
+      pending.clear();
+      delete ortHosts[where];
+      isUp();
+    };
+    post = (message, transfer) => worker.postMessage(message, transfer);
+  } else {
+    isUp();
+    const host = import("./ort_host.mjs");
+    post = (message) => {
+      host.then(({ handle }) => handle(message, deliver), (e) => deliver({ id: message.id, type: "error", message: e.message }));
+    };
+  }
+  post({ op: "init", base, origin }, []);
+  ortHosts[where] = { post, pending, up };
+  return ortHosts[where];
+}
+
+function ortCall({ post, pending }, message, onMessage, transfer = []) {
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject, onMessage });
+    post({ ...message, id }, transfer);
+  });
+}
+
+// the ArrayBuffers behind `values` (each once), to transfer rather than copy
+function buffers(values) {
+  const out = new Set();
+  for (const v of values) {
+    if (v instanceof ArrayBuffer) out.add(v);
+    else if (ArrayBuffer.isView(v) && v.buffer instanceof ArrayBuffer) out.add(v.buffer);
+  }
+  return [...out];
+}
+
+// A session in onnxruntime's worker, with its text (page_cpu.py's CpuText, or null) here.
+class RemoteSession {
+  constructor(host, handle, manifest, kind, text, maxSeq) {
+    this.host = host;
+    this.handle = handle;
+    this.text = text;
+    this.maxSeq = maxSeq;
+    this.inputs = kind === "chat" ? [] : manifest.inputs.map((io) => describe(manifest, io));
+    this.outputs = kind === "chat" ? [] : manifest.programs[0].outputs.map((io) => describe(manifest, io));
+  }
+
+  classify(pixels, width, height) {
+    return ortCall(this.host, { op: "classify", handle: this.handle, pixels, width, height }, null, buffers([pixels]));
   }
 
   encode(text) {
@@ -96,94 +114,94 @@ export class CpuSession {
     }
   }
 
-  // feeds: [[name, type, dims, data]] as webinfer.mjs sends them; returns [{name, type, dims, data}].
-  async run(feeds) {
-    const inputs = {};
-    for (const [name, type, dims, data] of feeds) inputs[name] = new this.ort.Tensor(type, data, dims);
-    const out = await this.session.run(inputs);
-    return this.outputs.map(({ name }) => {
-      const t = out[name];
-      const d = t.data;
-      return { name, type: t.type, dims: Array.from(t.dims, Number),
-        data: new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice().buffer };
+  // feeds: [[name, type, dims, data]] as webinfer.mjs sends them; resolves to [{name, type, dims, data}].
+  run(feeds) {
+    return ortCall(this.host, { op: "run", handle: this.handle, feeds }, null, buffers(feeds.map((f) => f[3])));
+  }
+
+  // Stream the assistant's reply to `messages`; onToken(id, text) per token; resolves to the turn's stats (as the
+  // WebGPU path's Generator.stats). The prompt's ids and the options are made here, the tokens in onnxruntime's
+  // worker, each one's text here as it arrives.
+  async chat(messages, options, onToken) {
+    const o = JSON.parse(this.text.options(JSON.stringify(options || {})));
+    const idsProxy = this.text.chat_ids(JSON.stringify(messages));
+    const ids = idsProxy.toJs();
+    idsProxy.destroy();
+    const eos = o.stop_at_eos ? this.text.eos_token_id : -1;
+    this.text.start();
+    let text = "";
+    const stats = await ortCall(this.host, { op: "chat", handle: this.handle, ids, options: o, eos }, ({ token }) => {
+      const piece = this.text.push(token);
+      text += piece;
+      onToken(token, piece);
     });
+    return { ...stats, text: text + this.text.flush() };
+  }
+
+  cancel() {
+    this.host.post({ op: "cancel", handle: this.handle }, []);
   }
 
   close() {
     this.text?.destroy?.();  // (the Python object behind the proxy)
-    return this.session.release();
+    return ortCall(this.host, { op: "close", handle: this.handle });
   }
 }
 
 const sessions = new Map();
 let nextHandle = 1;
 
-// Open a CPU session; resolves to load's answer (as WorkerHost.open_session's, plus its path and why).
-// kind: "session" or "chat" (a decoder built for generation: cpu-chat.mjs loops over its past/present tensors).
-// extras.text: the promise of page_cpu.py's CpuText (or null), awaited once onnxruntime's session is made.
-export async function openCpuSession(manifest, bytes, base, choice, timings, kind = "session", extras = {}) {
-  const t = performance.now();
-  const ort = await ortWeb(base);
-  const made = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
-  const session = kind === "chat" ? await openCpuChat(ort, made, manifest)
-    : new CpuSession(ort, made, manifest, { labels: extras.labels });
-  const t2 = performance.now();
-  timings.session_ms = Math.round(t2 - t);
-  const text = extras.text ? await extras.text : null;
-  timings.python_ms = Math.round(performance.now() - t2);  // (the wait for Pyodide once the session was made)
-  if (kind === "chat" && !text) throw new Error("chat needs the artifact's tokenizer (build it from a folder holding tokenizer.json)");
-  session.text = text;
-  const handle = `cpu-${nextHandle++}`;
-  sessions.set(handle, session);
-  const n = session.threads;
-  const extra = kind === "chat" ? { max_seq: session.maxSeq } : {};
-  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(text), timings, ...extra,
-    adapter: `CPU (onnxruntime-web wasm, ${n} thread${n === 1 ? "" : "s"})`, kernel_class: "cpu",
-    kernel_class_why: choice.why, path: "cpu", path_why: choice.why };
-}
-
-// The CPU path's load (worker.mjs): the CPU model fetched (Cache Storage first) and checked like a shard, then
-// onnxruntime's session; text (tokenizer, chat template) in Pyodide (page_cpu.py), which starts first (its
-// runtime's download and compile overlap the model's) and is awaited only once the session is made; the model's
-// Cache Storage copy is stored meanwhile too. host: {python, site, root, started}.
+// The CPU path's load (worker.mjs): in onnxruntime's worker, its runtime started, the CPU model fetched (Cache
+// Storage first, stored there meanwhile) and checked like a shard, then the session; here, at the same time, text
+// (tokenizer, chat template) in Pyodide (page_cpu.py), awaited once the session is made. timings.timeline: each
+// phase's [start, end] in ms since this worker started. host: {python, site, root, started}.
 export async function loadCPU(host, artifactURL, manifest, kind, choice, progress) {
   const entry = manifest.assets?.[CPU_MODEL];
   if (!entry) throw new Error(`No WebGPU here (${choice.why}), and this artifact carries no CPU model (build it with --cpu).`);
   const s = await host.site();
   if (!s.ort) throw new Error("this site was bundled without onnxruntime-web (the CPU path): bundle it again");
   const base = new URL(s.ort, host.root).href;
-  const marks = {};
-  const ortLoaded = ortWeb(base, marks);  // (its module and runtime load while the model streams in)
-  ortLoaded.catch(() => {});
+  const needsText = kind === "chat" || Boolean(manifest.assets?.["assets/tokenizer.json"]);
+  const ort = startOrt(base, performance.timeOrigin + host.started, needsText);  // (its runtime starts while the rest is fetched)
   const t = performance.now();
-  const cache = await caches.open(CACHE_NAME).catch(() => null);
-  const text = kind === "chat" || manifest.assets?.["assets/tokenizer.json"]
-    ? openText(host, artifactURL, manifest, cache, marks) : null;
-  text?.catch(() => {});  // (awaited in openCpuSession)
-  let loaded = 0;
-  const { bytes, cached, stored } = await fetchShard(cache, new URL(entry.file, artifactURL).href, entry, (n, c) => {
-    loaded += n;
-    progress({ phase: "weights", loaded, total: entry.bytes, cached: c });
-  }, { marks, deferStore: true });
-  const timings = { weights_ms: Math.round(performance.now() - t), weight_bytes: entry.bytes, shards: 1,
-    shards_from_cache: cached ? 1 : 0, load_start_ms: Math.round(t - host.started) };
+  const marks = {};
+  const text = needsText ? ort.up.then(() => openText(host, artifactURL, manifest, marks)) : null;
+  text?.catch(() => {});  // (awaited once the session is made)
   let labels = null;
   const labelsEntry = manifest.classify?.labels ? manifest.assets?.[`assets/${manifest.classify.labels}`] : null;
   if (labelsEntry) {
     const got = await fetchShard(null, new URL(labelsEntry.file, artifactURL).href, labelsEntry, () => {});
     labels = new TextDecoder().decode(got.bytes).split("\n").filter((line, i, all) => i < all.length - 1 || line);
   }
-  progress({ phase: "compile" });
-  const info = await openCpuSession(manifest, bytes, base, choice, timings, kind, { text, labels });
-  await stored;
-  Object.assign(timings, marks, { worker_ms: Math.round(performance.now() - host.started) });
-  return info;
+  const handle = `cpu-${nextHandle++}`;
+  const opened = await ortCall(ort, { op: "open", handle, url: new URL(entry.file, artifactURL).href, entry, manifest, kind,
+    labels, base }, (m) => progress(m.progress));
+  const t2 = performance.now();
+  let got = null;
+  try {
+    got = text ? await text : null;
+    if (kind === "chat" && !got) throw new Error("chat needs the artifact's tokenizer (build it from a folder holding tokenizer.json)");
+  } catch (e) {
+    ortCall(ort, { op: "close", handle }).catch(() => {});
+    throw e;
+  }
+  const session = new RemoteSession(ort, handle, manifest, kind, got, opened.max_seq);
+  sessions.set(handle, session);
+  const timings = { ...opened.marks, weight_bytes: entry.bytes, shards: 1, load_start_ms: Math.round(t - host.started),
+    python_ms: Math.round(performance.now() - t2), ...marks,  // (python_ms: the wait for Pyodide once the session was made)
+    worker_ms: Math.round(performance.now() - host.started), timeline: { ...opened.timeline, ...marks.timeline } };
+  const n = opened.threads;
+  const extra = kind === "chat" ? { max_seq: opened.max_seq } : {};
+  return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(got), timings, ...extra,
+    adapter: `CPU (onnxruntime-web wasm, ${n} thread${n === 1 ? "" : "s"})`, kernel_class: "cpu",
+    kernel_class_why: choice.why, path: "cpu", path_why: choice.why };
 }
 
 // page_cpu.py's CpuText for the artifact: its tokenizer files fetched and checked here (while Pyodide starts),
 // handed to Python as text.
-async function openText(host, artifactURL, manifest, cache, marks) {
+async function openText(host, artifactURL, manifest, marks) {
   const python = host.python();
+  const cache = await caches.open(CACHE_NAME).catch(() => null);
   const texts = await Promise.all(["tokenizer.json", "tokenizer_config.json"].map(async (name) => {
     const entry = manifest.assets?.[`assets/${name}`];
     if (!entry) return null;
@@ -194,7 +212,9 @@ async function openText(host, artifactURL, manifest, cache, marks) {
   const { pyodide, marks: boot } = await python;
   const t = performance.now();
   const text = pyodide.pyimport("webinfer.page_cpu").CpuText.from_texts(texts[0], texts[1]);
-  Object.assign(marks, boot, { text_open_ms: Math.round(performance.now() - t) });
+  const { timeline, ...rest } = boot;
+  Object.assign(marks, rest, { text_open_ms: Math.round(performance.now() - t),
+    timeline: { ...timeline, text_open: [Math.round(t - host.started), Math.round(performance.now() - host.started)] } });
   return text;
 }
 

@@ -28,7 +28,9 @@ async function readBody(response, expected, onBytes) {
 
 // Fetch one shard (Cache Storage first), check its size and sha256; returns its bytes, where they came from and
 // `stored`, the promise of its Cache Storage copy. opts.marks gathers the ms spent reading, hashing and storing;
-// opts.deferStore returns before the copy is stored (the caller awaits `stored` once it has gone on).
+// opts.deferStore returns before the copy is stored (the caller awaits `stored` once it has gone on);
+// opts.deferCheck returns as soon as the bytes are in, with `checked` too: the promise of the sha256 check (it
+// rejects on a mismatch, and the copy is deleted), which the caller awaits before it uses the bytes.
 export async function fetchShard(cache, url, entry, onBytes, opts = {}) {
   const key = `${url}?sha256=${entry.sha256}`;
   const marks = opts.marks || {};
@@ -46,21 +48,41 @@ export async function fetchShard(cache, url, entry, onBytes, opts = {}) {
   }
   const bytes = await readBody(response, entry.bytes, (n) => onBytes(n, cached));
   lap("read_ms");
-  const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
-  lap("sha256_ms");
-  if (digest !== entry.sha256) {
+  if (opts.deferCheck) {  // the caller awaits `checked` before it uses what it made of the bytes
+    // stored at once, beside the check: every reader checks the sha256 again, and a mismatch deletes the copy
+    const stored = store(cache, cached, key, url, bytes, marks);
+    const checked = digestOf(bytes, marks, t).then(async (digest) => {
+      if (digest === entry.sha256) return;
+      await stored;
+      if (cache) await cache.delete(key);
+      throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
+    });
+    checked.catch(() => {});
+    return { bytes, cached, checked, stored };
+  }
+  if (await digestOf(bytes, marks, t) !== entry.sha256) {
     if (cache) await cache.delete(key);
     throw new Error(`${url}: sha256 does not match the manifest (file altered or corrupt)`);
   }
-  let stored = Promise.resolve();
-  if (cache && !cached) {  // (a full quota must not fail the load: the next visit fetches it again)
-    const t0 = performance.now();
-    stored = cache.put(key, new Response(bytes)).then(() => {
-      marks.cache_put_ms = Math.round(performance.now() - t0);
-    }, (e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
-    if (!opts.deferStore) await stored;
-  }
+  const stored = store(cache, cached, key, url, bytes, marks);
+  if (!opts.deferStore) await stored;
   return { bytes, cached, stored };
+}
+
+async function digestOf(bytes, marks, t) {
+  const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
+  marks.sha256_ms = Math.round(performance.now() - t);
+  return digest;
+}
+
+// The Cache Storage copy of the bytes (none when they came from there); resolves once stored (or refused: a full
+// quota must not fail the load, the next visit fetches them again).
+function store(cache, cached, key, url, bytes, marks) {
+  if (!cache || cached) return Promise.resolve();
+  const t0 = performance.now();
+  return cache.put(key, new Response(bytes)).then(() => {
+    marks.cache_put_ms = Math.round(performance.now() - t0);
+  }, (e) => console.warn(`Cache Storage refused ${url}: ${e.message}`));
 }
 
 // A weight bound as a texture (the program's `textures`), laid out as webinfer/format/textures.py says: texels

@@ -15,7 +15,8 @@
 // this site's own origin (unless the site was bundled with --pyodide-url).
 //
 // Two paths: WebGPU (Pyodide + webinfer's kernels) and, where the page has no WebGPU or `path: "cpu"` forces
-// it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs; no Python). Each session says
+// it, the artifact's CPU model on onnxruntime-web's wasm backend (cpu.mjs: onnxruntime in a worker of its own,
+// ort_worker.mjs; Python only for an artifact's tokenizer). Each session says
 // which path it runs and why. A lost GPU device is re-created and the sessions re-opened on it (recover.mjs).
 
 import { CPU_MODEL, cancelCpuSession, closeCpuSession, cpuSession, loadCPU } from "./cpu.mjs";
@@ -54,8 +55,9 @@ function python() {
     const booted = performance.now();
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
     const now = performance.now();
-    return { pyodide, ms: Math.round(now - t), marks: { python_start_ms: Math.round(t - started),
-      pyodide_boot_ms: Math.round(booted - t), wheel_ms: Math.round(now - booted) } };
+    const at = (x) => Math.round(x - started);
+    return { pyodide, ms: Math.round(now - t), marks: { python_start_ms: at(t), pyodide_boot_ms: Math.round(booted - t),
+      wheel_ms: Math.round(now - booted), timeline: { pyodide_boot: [at(t), at(booted)], wheel: [at(booted), at(now)] } } };
   })();
   return pythonPromise;
 }

@@ -34,7 +34,9 @@ def check(tokenizer_json: str | bytes) -> Pipeline:
     except ValueError as e:
         raise Malformed(f"tokenizer.json is not valid JSON ({e})") from None
     try:
-        return Pipeline(spec)
+        pipeline = Pipeline(spec)
+        getattr(getattr(pipeline.model, "merges", None), "check", lambda: None)()  # (BPE's merges: made lazily)
+        return pipeline
     except Unsupported:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:

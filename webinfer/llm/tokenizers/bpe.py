@@ -17,6 +17,56 @@ from .errors import Unsupported
 CACHE_SIZE, CACHE_PIECE = 200_000, 256
 
 
+_NO_MERGE = (-1, -1)
+
+
+class MergeTable:
+    """The merges as (left id, right id) -> (rank, merged id), each pair worked out when a word first asks for it.
+
+    A tokenizer.json holds tens of thousands of merges (SmolLM2: 48,900) and a prompt's words use a few hundred:
+    building the whole table when the tokenizer opens cost ~0.3 s in CPython and ~1 s in Pyodide, at every page
+    start (page_cpu.py). Here opening indexes the merges' texts by rank (one dict comprehension), and a pair's
+    entry is made, and kept, on its first lookup. `webinfer build` checks every merge (`check`, called by
+    tokenizers.check); a file that skipped it meets a merge whose tokens are missing when it encodes.
+    """
+
+    def __init__(self, merges: list, vocab: Mapping[str, int], id_to_str: Mapping[int, str], cut: int) -> None:
+        self._vocab, self._id_to_str, self._cut = vocab, id_to_str, cut
+        # "a b" strings (the older form: tokens hold no spaces) or [a, b] pairs: keyed as they are written
+        self._text = all(isinstance(m, str) for m in merges)
+        self._ranks: dict = ({m: r for r, m in enumerate(merges)} if self._text
+                             else {(m.split(" ", 1)[0], m.split(" ", 1)[1]) if isinstance(m, str) else (m[0], m[1]): r
+                                   for r, m in enumerate(merges)})
+        self._pairs: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def check(self) -> None:
+        """Every merge's three tokens in the vocabulary, else `Unsupported`: what `webinfer build` refuses
+        (tokenizers.check), so a packed tokenizer never meets a missing merge when it encodes."""
+        vocab, cut = self._vocab, self._cut
+        for merge in self._ranks:
+            a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+            if a not in vocab or b not in vocab or a + b[cut:] not in vocab:
+                raise Unsupported(f"model 'BPE': merge {a!r} {b!r} uses a token missing from the vocabulary")
+
+    def get(self, pair: tuple[int, int]) -> tuple[int, int] | None:
+        hit = self._pairs.get(pair)
+        if hit is None:
+            hit = self._pairs[pair] = self._work_out(pair)
+        return None if hit is _NO_MERGE else hit
+
+    def _work_out(self, pair: tuple[int, int]) -> tuple[int, int]:
+        a, b = self._id_to_str.get(pair[0]), self._id_to_str.get(pair[1])
+        if a is None or b is None:
+            return _NO_MERGE
+        rank = self._ranks.get(f"{a} {b}" if self._text else (a, b))
+        if rank is None:
+            return _NO_MERGE
+        merged = self._vocab.get(a + b[self._cut:])
+        if merged is None:
+            raise Unsupported(f"model 'BPE': merge {a!r} {b!r} uses a token missing from the vocabulary")
+        return (rank, merged)
+
+
 class BPE:
     def __init__(self, spec: Mapping) -> None:
         if spec.get("dropout") not in (None, 0, 0.0):
@@ -32,20 +82,9 @@ class BPE:
         if unk is not None and unk not in self.vocab:
             raise Unsupported(f"model 'BPE': unk_token {unk!r} is not in the vocabulary")
         self.unk_id = None if unk is None else self.vocab[unk]
-        self.merges = self._merges(spec.get("merges") or [])
+        self.merges = MergeTable(spec.get("merges") or [], self.vocab, self.id_to_str, len(self.prefix))
         self._cache: dict[str, list[int]] = {}
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if self.byte_fallback else []
-
-    def _merges(self, merges: list) -> dict[tuple[int, int], tuple[int, int]]:
-        vocab, cut = self.vocab, len(self.prefix)
-        table: dict[tuple[int, int], tuple[int, int]] = {}
-        for rank, merge in enumerate(merges):
-            a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
-            try:
-                table[vocab[a], vocab[b]] = (rank, vocab[a + b[cut:]])
-            except KeyError:
-                raise Unsupported(f"model 'BPE': merge {a!r} {b!r} uses a token missing from the vocabulary") from None
-        return table
 
     def tokenize(self, piece: str) -> list[int]:
         if not piece:

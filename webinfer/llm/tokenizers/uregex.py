@@ -29,13 +29,14 @@ def category_ranges() -> dict[str, list[tuple[int, int]]]:
         spans: dict[str, list[list[int]]] = {}
         category = unicodedata.category
         # Planes 4-13 are unassigned and 15-16 private use: scanning only 0-3 and 14 is 3x cheaper (Pyodide).
-        for cp in itertools.chain(range(0x40000), range(0xE0000, 0xF0000)):
-            cat = category(chr(cp))
-            lst = spans.setdefault(cat, [])
-            if lst and lst[-1][1] == cp - 1:
-                lst[-1][1] = cp
-            else:
-                lst.append([cp, cp])
+        # Runs of one category found by groupby over map (C loops): half the time of a Python loop per code
+        # point, which was most of a BPE tokenizer's start in the page (page_cpu.py).
+        for lo, hi in ((0, 0x40000), (0xE0000, 0xF0000)):
+            at = lo
+            for cat, run in itertools.groupby(map(category, map(chr, range(lo, hi)))):
+                n = len(list(run))
+                spans.setdefault(cat, []).append([at, at + n - 1])
+                at += n
         spans.setdefault("Cn", []).append([0x40000, 0xDFFFF])
         spans.setdefault("Co", []).extend([[0xF0000, 0xFFFFD], [0x100000, 0x10FFFD]])
         spans["Cn"] += [[0xFFFFE, 0xFFFFF], [0x10FFFE, 0x10FFFF]]

@@ -59,7 +59,7 @@ def build(model, out_dir: str, *, dims: dict | None = None, target: "str | Build
     ``cpu`` also stores the source model as standard ONNX (``artifact.CPU_MODEL``), for pages without WebGPU
     (onnxruntime-web's wasm backend) and ``InferenceSession(..., device="cpu")``; ``manifest["cpu_model"]``
     then says its size, or why it was left out (the GPU graph's inputs or outputs differ from the source's).
-    ``cpu_weights`` (``f32``, ``f16``, ``int4``; default: ``int4`` for ``--quantize int4``, ``f16`` for ``f16``,
+    ``cpu_weights`` (``f32``, ``f16``, ``int8``, ``int4``; default: as ``--quantize`` where it is one of those,
     else ``f32``): how the CPU model stores its weights (graph/cpu_weights.py).
     An encoder-decoder export folder (optimum's layout) builds into one artifact (graph/seq2seq.py); ``extra`` and
     ``assets`` are its manifest block and files.
@@ -204,11 +204,11 @@ def _declared_ranks(ir_model, program) -> bool:
 
 def cpu_weights_for(quantize: str | None, cpu_weights: str | None) -> str:
     """The CPU model's weight format: as asked, else following the GPU artifact's --quantize where onnxruntime
-    has a form of it (int4: MatMulNBits; f16: float16 storage; int8 stays float32)."""
+    has a form of it (int4 and int8: DequantizeLinear blocks, f16: float16 storage; graph/cpu_weights.py)."""
     from .graph.cpu_weights import FORMATS
 
     if cpu_weights is None:
-        return {"int4": "int4", "f16": "f16"}.get(quantize, "f32")
+        return {"int4": "int4", "int8": "int8", "f16": "f16"}.get(quantize, "f32")
     if cpu_weights not in FORMATS:
         raise WebinferError(f"--cpu-weights {cpu_weights!r}: choose from {', '.join(FORMATS)}")
     return cpu_weights

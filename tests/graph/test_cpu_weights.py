@@ -85,6 +85,25 @@ def test_int4_equals_the_source_with_its_weights_dequantized():
     assert np.linalg.norm(got - exact) < 0.15 * np.linalg.norm(exact)  # (4 bits: close, not equal)
 
 
+def test_int8_stores_every_weight_at_8_bits_and_equals_its_dequantization():
+    source = _tied_decoder()
+    q = quantize_cpu_model(source, "int8")
+    kinds = {i.name: i.data_type for i in q.graph.initializer}
+    assert kinds["up_q8"] == kinds["down_q8"] == kinds["emb_q8"] == TensorProto.UINT8
+    deq = _dequantized(q)
+    ref = onnx.ModelProto()
+    ref.CopyFrom(source)
+    for init in ref.graph.initializer:
+        if init.name in deq:
+            init.CopyFrom(numpy_helper.from_array(deq[init.name], init.name))
+    feeds = {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
+    got, want, exact = _run(q, feeds), _run(ref, feeds), _run(source, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    int4 = _run(quantize_cpu_model(source, "int4"), feeds)
+    # (8 bits: a 17th of int4's step, on the MatMul weights; the table is at 8 bits in both)
+    assert np.linalg.norm(got - exact) < 0.2 * np.linalg.norm(int4 - exact)
+
+
 def test_an_odd_length_axis_and_a_block_across_zero():
     """A reduced axis of 45 (the last block partial) and weights all positive (the range still takes in 0)."""
     rng = np.random.default_rng(5)
@@ -145,7 +164,7 @@ def test_an_int4_decoder_build_carries_an_int4_cpu_model(tmp_path):
                         cpu_weights="f32", max_seq=64)
     assert m2["cpu_model"]["weights"] == "f32"
     with pytest.raises(WebinferError, match="--cpu-weights"):
-        webinfer.build(str(folder / "model.onnx"), str(tmp_path / "x.wi"), cpu=True, cpu_weights="int8")
+        webinfer.build(str(folder / "model.onnx"), str(tmp_path / "x.wi"), cpu=True, cpu_weights="int2")
 
 
 def test_the_runtime_sets_the_same_session_config():

@@ -22,21 +22,22 @@ async function snapshotBytes(url, sha256) {
   const got = await digest(packed);
   if (got !== sha256) throw new Error(`${url}: sha256 ${got} does not match site.json's ${sha256}`);
   const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
+  const bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+  return { bytes, at: performance.now() };
 }
 
 // A booted Pyodide from `base` (its folder URL); `snapshot`: site.json's entry or undefined; `root`: the site's URL.
-// Returns {pyodide, snapshot: true | false}.
+// Returns {pyodide, snapshot: true | false, snapshotAt: when its bytes were ready (performance.now()) or undefined}.
 export async function bootPyodide(base, snapshot, root) {
   const bytes = snapshot ? snapshotBytes(new URL(snapshot.path, root).href, snapshot.sha256) : null;
   bytes?.catch(() => {});  // (awaited below; a failure means a plain boot)
   const { loadPyodide } = await import(new URL("pyodide.mjs", base).href);
   if (bytes) {
     try {
-      const pyodide = await loadPyodide({ indexURL: base, _loadSnapshot: bytes });
+      const pyodide = await loadPyodide({ indexURL: base, _loadSnapshot: bytes.then((b) => b.bytes) });
       // the snapshot's interpreter has the state of the one that made it: reseed what visits must not share
       pyodide.runPython("import random; random.seed()");
-      return { pyodide, snapshot: true };
+      return { pyodide, snapshot: true, snapshotAt: (await bytes).at };
     } catch (e) {
       console.warn(`webinfer: Pyodide snapshot not used (${e?.message ?? e}); booting Pyodide plainly`);
     }

@@ -52,13 +52,14 @@ function python() {
     const t = performance.now();
     const s = await site();
     const base = new URL(s.pyodide || "pyodide/", ROOT).href;
-    const { pyodide, snapshot } = await bootPyodide(base, s.pyodide_snapshot, ROOT);
+    const { pyodide, snapshot, snapshotAt } = await bootPyodide(base, s.pyodide_snapshot, ROOT);
     const booted = performance.now();
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
     const now = performance.now();
     const at = (x) => Math.round(x - started);
     return { pyodide, ms: Math.round(now - t), marks: { python_start_ms: at(t), pyodide_boot_ms: Math.round(booted - t),
-      wheel_ms: Math.round(now - booted), pyodide_snapshot: snapshot, timeline: { pyodide_boot: [at(t), at(booted)], wheel: [at(booted), at(now)] } } };
+      wheel_ms: Math.round(now - booted), pyodide_snapshot: snapshot, timeline: { pyodide_boot: [at(t), at(booted)], wheel: [at(booted), at(now)],
+        ...(snapshot ? { snapshot_bytes: [at(t), at(snapshotAt)] } : {}) } } };
   })();
   return pythonPromise;
 }

@@ -29,14 +29,15 @@ SNAPSHOT_FILE = "snapshot.bin.gz"
 _PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 # Node: boot Pyodide with _makeSnapshot, import what the wheel's page modules need (from a scratch copy of the
-# wheel), forget webinfer's modules, write the heap. `_` would otherwise carry this script's path into
-# os.environ; LANG is what a browser boot sets for en-US.
+# wheel), forget webinfer's modules, write the heap. sys.executable and os.environ's `_` would otherwise carry
+# this machine's paths; LANG is what a browser boot sets for en-US.
 _MAKE = r"""
 const [indexURL, wheel, out] = process.argv.slice(-3);
 const { readFileSync, writeFileSync } = await import("node:fs");
 const { pathToFileURL } = await import("node:url");
 const { loadPyodide } = await import(pathToFileURL(indexURL + "pyodide.mjs").href);
-const py = await loadPyodide({ indexURL, _makeSnapshot: true, env: { _: "./this.program", LANG: "en_US.UTF-8" } });
+const py = await loadPyodide({ indexURL, _makeSnapshot: true, _sysExecutable: "./this.program",
+                              env: { _: "./this.program", LANG: "en_US.UTF-8" } });
 py.FS.writeFile("/tmp/webinfer.whl", readFileSync(wheel));
 py.runPython(`
 import gc, importlib, os, shutil, sys, zipfile
@@ -52,6 +53,7 @@ for name in [m for m in sys.modules if m == "webinfer" or m.startswith("webinfer
 shutil.rmtree("/tmp/webinfer_wheel")
 os.remove("/tmp/webinfer.whl")
 importlib.invalidate_caches()
+sys.path.remove("")  # (loadPyodide puts it back in front when restoring)
 gc.collect()
 `);
 writeFileSync(out, py.makeMemorySnapshot());

@@ -22,7 +22,8 @@ _BOOT = """async ([entry]) => {
                                                   new URL("/", location.href));
   const facts = pyodide.runPython(`import hashlib, json, os, random, sys
 json.dumps({"sha": hashlib.sha256(b"webinfer snapshot").hexdigest(), "random": random.random(),
-            "version": list(sys.version_info[:2]), "env": dict(os.environ)})`);
+            "version": list(sys.version_info[:2]), "env": dict(os.environ), "executable": sys.executable,
+            "path": sys.path})`);
   return { snapshot, ...JSON.parse(facts) };
 }"""
 
@@ -59,7 +60,8 @@ def test_the_snapshot_is_restored_and_reseeded(tiny_site, browser):
     page.close()
     assert plain["snapshot"] is False and any("no Pyodide snapshot" in line for line in lines), lines
     _check_python(plain)
-    assert runs[0]["env"] == plain["env"]
+    for what in ("env", "executable", "path"):
+        assert runs[0][what] == plain[what], what
 
 
 def test_a_bad_snapshot_gives_a_plain_boot_and_one_line(tiny_site, browser):

@@ -26,6 +26,7 @@ from pathlib import Path
 from .web import cache_root
 
 SNAPSHOT_FILE = "snapshot.bin.gz"
+_KEEP = 4  # snapshots kept in the cache (one per wheel: a changed runtime module makes a new one)
 _PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 # Node: boot Pyodide with _makeSnapshot, import what the wheel's page modules need (from a scratch copy of the
@@ -103,6 +104,8 @@ def site_snapshot(pyodide_src: str, wheel: str, site_dir: str) -> tuple[dict | N
         why = _make(pyodide_src, wheel, cached)
         if why is not None:
             return None, why
+        for old in sorted(cache.glob("*.bin.gz"), key=lambda p: p.stat().st_mtime)[:-_KEEP]:
+            old.unlink(missing_ok=True)
     data = cached.read_bytes()
     shutil.copyfile(cached, os.path.join(site_dir, "pyodide", SNAPSHOT_FILE))
     return {"path": f"pyodide/{SNAPSHOT_FILE}", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}, None

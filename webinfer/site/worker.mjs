@@ -24,7 +24,6 @@ import { chatWithPrefixCache } from "./prefix_store.mjs";
 import { visionTask } from "./tasks.mjs";
 import { adapterType, chooseProgram, openGPU } from "./gpu_device.mjs";
 import { hex, loadWeights } from "./weights.mjs";
-import { bootPyodide } from "./pyodide_boot.mjs";
 import { configure, trackSession, untrackSession, watchDevice, withRecovery } from "./recover.mjs";
 
 const ROOT = new URL("../", import.meta.url);
@@ -52,6 +51,7 @@ function python() {
     const t = performance.now();
     const s = await site();
     const base = new URL(s.pyodide || "pyodide/", ROOT).href;
+    const { bootPyodide } = await import("./pyodide_boot.mjs");  // (pages without Python never load it)
     const { pyodide, snapshot, snapshotAt } = await bootPyodide(base, s.pyodide_snapshot, ROOT);
     const booted = performance.now();
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });

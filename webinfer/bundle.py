@@ -7,7 +7,8 @@ Site layout (one origin; ``webinfer serve SITE``)::
     assets/                 webinfer/site/*.mjs + style.css: webinfer.mjs (the JS API), worker.mjs (the
                             Web Worker running Pyodide + WebGPU + webinfer), ui.mjs, index.mjs
     pyodide/                Pyodide's runtime files (web.pyodide_dir: --pyodide DIR or the cache), unless
-                            ``pyodide_url`` points pages at a CDN instead (an explicit opt-in)
+                            ``pyodide_url`` points pages at a CDN instead (an explicit opt-in); with
+                            snapshot.bin.gz, a booted interpreter's memory (pyodide_snapshot.py), if Node is here
     wheels/webinfer-*.whl   the runtime modules of the installed package (web.browser_wheel)
     ort/                    onnxruntime-web's wasm backend (web.ORT_WEB_FILES), for the CPU path of pages
                             whose artifact carries a CPU model (``build --cpu``: pages without WebGPU)
@@ -27,6 +28,7 @@ import shutil
 
 from .artifact import CPU_MODEL, Artifact
 from .errors import WebinferError
+from .pyodide_snapshot import add_to_site as add_snapshot
 from .web import (
     PACKAGE_DIR,
     PYODIDE_VERSION,
@@ -133,6 +135,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
             site = json.load(f)
     site["wheel"] = _copy_runtime(out_dir, wheel, pyodide_src)
     site["pyodide"] = base_url or "pyodide/"
+    add_snapshot(site, pyodide_src, os.path.join(out_dir, site["wheel"]), out_dir)
     if ort_src is not None:
         copy_ort_web(ort_src, out_dir)
         site["ort"] = "ort/"

@@ -44,20 +44,22 @@ function site() {
   return sitePromise;
 }
 
-// Pyodide + webinfer's browser wheel, once per worker.
+// Pyodide (restored from the site's snapshot where it has one: pyodide_boot.mjs) + webinfer's browser wheel,
+// once per worker.
 function python() {
   pythonPromise ??= (async () => {
     const t = performance.now();
     const s = await site();
     const base = new URL(s.pyodide || "pyodide/", ROOT).href;
-    const { loadPyodide } = await import(new URL("pyodide.mjs", base).href);
-    const pyodide = await loadPyodide({ indexURL: base });
+    const { bootPyodide } = await import("./pyodide_boot.mjs");  // (pages without Python never load it)
+    const { pyodide, snapshot, snapshotAt } = await bootPyodide(base, s.pyodide_snapshot, ROOT);
     const booted = performance.now();
     await pyodide.loadPackage(new URL(s.wheel, ROOT).href, { messageCallback: () => {} });
     const now = performance.now();
     const at = (x) => Math.round(x - started);
     return { pyodide, ms: Math.round(now - t), marks: { python_start_ms: at(t), pyodide_boot_ms: Math.round(booted - t),
-      wheel_ms: Math.round(now - booted), timeline: { pyodide_boot: [at(t), at(booted)], wheel: [at(booted), at(now)] } } };
+      wheel_ms: Math.round(now - booted), pyodide_snapshot: snapshot, timeline: { pyodide_boot: [at(t), at(booted)], wheel: [at(booted), at(now)],
+        ...(snapshot ? { snapshot_bytes: [at(t), at(snapshotAt)] } : {}) } } };
   })();
   return pythonPromise;
 }

@@ -64,6 +64,23 @@ def _dequantized(model) -> dict[str, np.ndarray]:
     return out
 
 
+FEEDS = {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
+
+
+def _equals_its_dequantization(source, q) -> tuple[np.ndarray, np.ndarray]:
+    """Checks ``q`` against ``source`` with every quantized weight replaced by its numpy dequantization; returns
+    (q's logits, the source's) on FEEDS."""
+    deq = _dequantized(q)
+    ref = onnx.ModelProto()
+    ref.CopyFrom(source)
+    for init in ref.graph.initializer:
+        if init.name in deq:
+            init.CopyFrom(numpy_helper.from_array(deq[init.name], init.name))
+    got, want, exact = _run(q, FEEDS), _run(ref, FEEDS), _run(source, FEEDS)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    return got, exact
+
+
 def test_int4_equals_the_source_with_its_weights_dequantized():
     source = _tied_decoder()
     q = quantize_cpu_model(source, "int4")
@@ -73,15 +90,7 @@ def test_int4_equals_the_source_with_its_weights_dequantized():
     assert kinds["up_q4"] == kinds["down_q4"] == TensorProto.UINT4 and kinds["emb_q8"] == TensorProto.UINT8
     assert {o.version for o in q.opset_import if o.domain == ""} == {21}
     assert len(q.SerializeToString()) < len(source.SerializeToString()) / 3
-    deq = _dequantized(q)
-    ref = onnx.ModelProto()
-    ref.CopyFrom(source)
-    for init in ref.graph.initializer:
-        if init.name in deq:
-            init.CopyFrom(numpy_helper.from_array(deq[init.name], init.name))
-    feeds = {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
-    got, want, exact = _run(q, feeds), _run(ref, feeds), _run(source, feeds)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    got, exact = _equals_its_dequantization(source, q)
     assert np.linalg.norm(got - exact) < 0.15 * np.linalg.norm(exact)  # (4 bits: close, not equal)
 
 
@@ -90,16 +99,8 @@ def test_int8_stores_every_weight_at_8_bits_and_equals_its_dequantization():
     q = quantize_cpu_model(source, "int8")
     kinds = {i.name: i.data_type for i in q.graph.initializer}
     assert kinds["up_q8"] == kinds["down_q8"] == kinds["emb_q8"] == TensorProto.UINT8
-    deq = _dequantized(q)
-    ref = onnx.ModelProto()
-    ref.CopyFrom(source)
-    for init in ref.graph.initializer:
-        if init.name in deq:
-            init.CopyFrom(numpy_helper.from_array(deq[init.name], init.name))
-    feeds = {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
-    got, want, exact = _run(q, feeds), _run(ref, feeds), _run(source, feeds)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    int4 = _run(quantize_cpu_model(source, "int4"), feeds)
+    got, exact = _equals_its_dequantization(source, q)
+    int4 = _run(quantize_cpu_model(source, "int4"), FEEDS)
     # (8 bits: a 17th of int4's step, on the MatMul weights; the table is at 8 bits in both)
     assert np.linalg.norm(got - exact) < 0.2 * np.linalg.norm(int4 - exact)
 

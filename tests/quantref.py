@@ -65,3 +65,31 @@ def f16_weight_names(model: onnx.ModelProto) -> set[str]:
             if n.op_type != "Gather" or int(np.prod(init.dims)) >= 1 << 16:
                 names.add(name)
     return names
+
+
+def stored_weights_reference(src: str, out_dir, fmt: str = "int4") -> str:
+    """``out_dir``/model.onnx: ``src`` with the weights a ``--quantize fmt`` build stores, as f32 (f16: numpy's
+    rounding; int4: MatMul weights int4, embedding tables (and a head tied to one) int8, packed by
+    graph/quantize.py and unpacked here independently), so onnxruntime on it is the build's reference."""
+    from pathlib import Path
+
+    from webinfer.graph.quantize import GATHER_MIN_ELEMENTS, quantize_nk
+
+    model = onnx.load(str(src))
+    gathered = {n.input[0] for n in model.graph.node if n.op_type == "Gather"}
+    names = f16_weight_names(model)
+    for init in model.graph.initializer:
+        if init.name not in names:
+            continue
+        w = onnx.numpy_helper.to_array(init)
+        if fmt == "f16":
+            new = w.astype(np.float16).astype(np.float32)
+        elif init.name in gathered and w.size >= GATHER_MIN_ELEMENTS:
+            new = unpack_reference(*quantize_nk(w, "int8"), "int8", w.shape[1])
+        else:  # a MatMul B [K, N]: N-major
+            new = unpack_reference(*quantize_nk(np.ascontiguousarray(w.T), fmt), fmt, w.shape[0]).T
+        init.CopyFrom(onnx.numpy_helper.from_array(np.ascontiguousarray(new, np.float32), init.name))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    return str(out / "model.onnx")

@@ -62,6 +62,7 @@ def test_chat_template_ids_equal_transformers(gemma_dir):
         assert ours.apply_chat_template(messages, add_generation_prompt=True) == want
 
 
+@pytest.mark.heavy  # the export and the int4 build take 10-12 minutes on a fresh machine: make heavy / make bench
 def test_int4_greedy_ids_equal_onnxruntime_on_the_stored_weights(gemma_dir, tmp_path_factory):
     """The build's int4 weights (and int8 table/tied head) unpacked by tests/quantref.py into an f32 ONNX, which
     onnxruntime decodes greedily: the same ids, 16 a prompt."""

@@ -12,6 +12,7 @@ from .. import dims as D
 from ..artifact import CPU_MODEL, Artifact
 from ..errors import WebinferError
 from ..format.schema import Named
+from . import ml_outputs
 
 # onnxruntime folds the CPU model's int4 weights (DequantizeLinear of constants, graph/cpu_weights.py) into
 # float32 only with its QDQ fusions off; (the build side's constant, restated: runtime never imports graph/)
@@ -52,6 +53,12 @@ class CpuSession:
         return IOInfo(io.name, t.dtype, [d if isinstance(d, int) else D.json_text(d) for d in t.shape])
 
     def run(self, output_names, feeds: dict) -> list:
+        """onnxruntime's outputs, classic-ML ones formatted as the GPU path formats them (ZipMap dicts, string
+        labels: the CPU model computes indices and probabilities, as the GPU program does)."""
+        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
+        return ml_outputs.present(self.spec, names, self._run(names, feeds))
+
+    def _run(self, names: list, feeds: dict) -> list:
         import numpy as np
 
         known = {io.name for io in self.spec.inputs}
@@ -65,7 +72,6 @@ class CpuSession:
         for name, value in feeds.items():
             dtype = _NUMPY.get(self._types.get(name, ""))
             arrays[name] = np.asarray(value, dtype=dtype)
-        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
         return self.session.run(names, arrays)
 
 
@@ -77,7 +83,8 @@ class CpuSession:
 
         arrays = {k: np.frombuffer(bytes(v.data), v.dtype).reshape(v.shape) if isinstance(v, HostTensor) else v
                   for k, v in feeds.items()}
-        return [np.asarray(a).ravel() for a in self.run(output_names, arrays)]
+        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
+        return [np.asarray(a).ravel() for a in self._run(names, arrays)]
 
 
 # onnxruntime's input types -> numpy dtypes (feeds are converted to the model's type, as the GPU path does).

@@ -33,7 +33,7 @@ def read_image_rgba(path: str) -> tuple[bytes, int, int]:
     except ImportError:
         raise WebinferError("reading image files needs Pillow: pip install pillow") from None
     if not os.path.isfile(path):
-        raise WebinferError(f"{path}: no such file")
+        raise WebinferError(f"{path}: {'a folder, not an image file' if os.path.isdir(path) else 'no such file'}")
     try:
         with Image.open(path) as im:
             rgba = im.convert("RGBA")

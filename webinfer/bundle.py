@@ -27,6 +27,7 @@ import os
 import shutil
 
 from .artifact import CPU_MODEL, Artifact
+from .bundle_demos import check_demo
 from .errors import WebinferError
 from .pyodide_snapshot import add_to_site as add_snapshot
 from .web import (
@@ -121,6 +122,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     art_files = art.files()  # checked before anything is written
     nested = art.spec.seq2seq.encoder if art.spec.seq2seq else None  # an encoder-decoder's encoder (graph/seq2seq.py)
     enc = Artifact.load(os.path.join(artifact_dir, nested)) if nested else None
+    check_demo(name, art.spec, enc.spec if enc else None)
     for a in (art, enc) if enc else (art,):  # every file's sha256: a corrupt artifact is refused, not published
         a.verify_all()
     check_site_paths(artifact_dir, out_dir)

@@ -1,0 +1,50 @@
+"""``serve`` and ``bundle`` as a new user meets them: a busy port, and a demo page asked for an artifact it
+cannot drive, are each one line and exit status 2, with nothing written."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from webinfer.build import build
+from webinfer.bundle import DEMOS
+from webinfer.cli import main
+
+
+def _one_line(capsys, rc, *words):
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("webinfer: error: ") and "\n" not in err, err
+    for w in words:
+        assert w in err, err
+
+
+def test_serve_on_a_busy_port_is_one_line(tmp_path, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        _one_line(capsys, main(["serve", str(tmp_path), "--port", str(port)]), f"127.0.0.1:{port}", "--port")
+
+
+@pytest.fixture(scope="module")
+def plain_artifact(tmp_path_factory):
+    """y = x @ w: no image prologue, no tokenizer, no KV cache, no encoder."""
+    tmp = tmp_path_factory.mktemp("plain")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+                          [numpy_helper.from_array(np.ones((3, 2), np.float32), "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(tmp / "m.onnx"))
+    build(str(tmp / "m.onnx"), str(tmp / "m.wi"), target="software")
+    return tmp / "m.wi"
+
+
+@pytest.mark.parametrize("demo", sorted(set(DEMOS) - {"model", "similarity"}))
+def test_a_demo_page_refuses_an_artifact_it_cannot_run(plain_artifact, tmp_path, capsys, demo):
+    site = tmp_path / "site"
+    _one_line(capsys, main(["bundle", str(plain_artifact), "-o", str(site), "--demo", demo]), f"--demo {demo} needs")
+    assert not site.exists()

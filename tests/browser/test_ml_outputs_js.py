@@ -4,6 +4,7 @@ the objects' string keys), not the raw tensors the GPU computes them in. Compare
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -69,9 +70,21 @@ def test_zipmap_and_string_labels_in_the_page(page, tmp_path, webinfer_wheel, pa
             const out = await s.run({ X: { data: rows.flat(), dims: [rows.length, 4] } });
             return Object.fromEntries(Object.entries(out).map(([k, v]) =>
                 [k, Array.isArray(v) ? v : { tensor: Array.from(v.data, Number) }])); }""", [rows.tolist(), path])
+        page.goto(f"{url}model/?path={path}")  # the generic page shows them too (it runs on ones)
+        page.wait_for_selector("#result[data-done]", timeout=120_000)
+        shown = json.loads(page.locator("#result").get_attribute("data-outputs"))
     finally:
         server.shutdown()
         server.server_close()
+    ones = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
+        None, {"X": np.ones((1, 4), np.float32)})
+    for name, w in zip(names, ones):
+        assert shown[name]["dtype"] == "list" if isinstance(w, list) or w.dtype == object else w.dtype.name, name
+        head = shown[name]["head"]
+        if isinstance(w, list):
+            np.testing.assert_allclose([head[0][str(k)] for k in w[0]], list(w[0].values()), rtol=1e-5, atol=1e-6)
+        else:
+            assert head == w.tolist(), name
     assert set(got) == set(names)
     for name, w in zip(names, want):
         g = got[name]

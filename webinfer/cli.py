@@ -160,7 +160,10 @@ def cmd_run(args) -> int:
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
     print(f"ran in {ms:.1f} ms on {'the CPU' if session.device == 'cpu' else session.device.adapter_name}")
     if out:
-        np.savez(out, **dict(zip(names, outputs)))
+        try:
+            np.savez(out, **dict(zip(names, outputs)))
+        except OSError as e:
+            raise WebinferError(f"--output {out}: cannot write it ({e.strerror or e})") from None
         print(f"wrote {out}")
     return 0
 

@@ -96,3 +96,17 @@ def test_a_folder_where_a_file_is_expected_says_so(tmp_path, capsys, image_artif
     _one_line(rc, capsys.readouterr().err.strip(), "a folder, not an image file")
     rc = main(["transcribe", image_artifact[0], str(tmp_path / "folder")])
     assert rc == 2 and "\n" not in capsys.readouterr().err.strip()
+
+
+def test_run_on_a_generation_artifact_names_the_command_that_runs_it():
+    from types import SimpleNamespace as NS
+
+    from webinfer.cli_feeds import load_feeds
+    from webinfer.errors import WebinferError
+
+    io = [NS(name="input_ids"), NS(name="sampling_params")]
+    decoder = NS(inputs=io, states=[NS()], seq2seq=None, preprocess=None, audio=None)
+    with pytest.raises(WebinferError, match="missing feed for input 'input_ids': .*`webinfer generate"):
+        load_feeds({}, decoder)
+    with pytest.raises(WebinferError, match="encoder-decoder.*`webinfer transcribe"):
+        load_feeds({}, NS(**{**vars(decoder), "seq2seq": NS()}))

@@ -30,6 +30,11 @@ def parse_inputs(specs) -> dict:
 
 def load_feeds(paths: dict, spec) -> dict:
     """{name: path} -> feeds for InferenceSession.run; ``spec``: the artifact's manifest (its prologues)."""
+    missing = [io.name for io in spec.inputs if io.name not in paths] if spec is not None else []
+    kind = _kind(spec) if missing else None
+    if kind:
+        raise WebinferError(f"missing feed for input {missing[0]!r}: this artifact is {kind[0]}, which "
+                            f"`webinfer {kind[1]}` runs")
     image = spec.preprocess.image if spec is not None and spec.preprocess is not None else None
     audio = spec.audio.audio if spec is not None and spec.audio is not None else None
     return {name: _load(name, path, image, audio) for name, path in paths.items()}
@@ -61,3 +66,12 @@ def _load(name: str, path: str, image: str | None, audio: str | None):
     except Exception as e:
         raise WebinferError(f"--input {name}: {path} is not a .npy array ({type(e).__name__}; an image or a WAV "
                             "file is read by its extension)") from None
+
+
+def _kind(spec) -> tuple[str, str] | None:
+    """(what a generation or encoder-decoder artifact is, the command for it): run feeds one step of its loop."""
+    if spec.seq2seq is not None:
+        return "an encoder-decoder (its loop feeds the decoder)", "transcribe ART CLIP.wav / translate ART TEXT"
+    if any(io.name == "sampling_params" for io in spec.inputs) and spec.states:
+        return "a decoder built for generation (its loop feeds the KV cache)", "generate ART --prompt TEXT"
+    return None

@@ -42,3 +42,25 @@ def test_embeddings_of_nothing_and_of_non_text():
     for bad in (5, None, [1.5], {"text": "a"}):
         with pytest.raises(WebinferError, match="expected a string or a list of strings"):
             embed(bad)
+
+
+def test_session_arguments_are_checked_in_one_line(tmp_path):
+    """device="gpu" is the default device (as ``webinfer run --device gpu``); another string or feeds that are
+    no dict are the caller's error, said in one line."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from webinfer.runtime.inference import InferenceSession
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path / "m.onnx"))
+    build(str(tmp_path / "m.onnx"), str(tmp_path / "m.wi"), target="software")
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    (y,) = InferenceSession(str(tmp_path / "m.wi"), device="gpu").run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    with pytest.raises(WebinferError, match='device must be "gpu"'):
+        InferenceSession(str(tmp_path / "m.wi"), device="tpu")
+    with pytest.raises(WebinferError, match="feeds must be a dict"):
+        InferenceSession(str(tmp_path / "m.wi")).run(None, [x])

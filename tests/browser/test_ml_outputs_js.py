@@ -5,6 +5,7 @@ the objects' string keys), not the raw tensors the GPU computes them in. Compare
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -68,8 +69,9 @@ def test_zipmap_and_string_labels_in_the_page(page, tmp_path, webinfer_wheel, pa
             const s = await webinfer.load("model/artifact/", { path });
             if (s.path !== path) throw new Error(`asked for the ${path} path, got ${s.path}`);
             const out = await s.run({ X: { data: rows.flat(), dims: [rows.length, 4] } });
-            return Object.fromEntries(Object.entries(out).map(([k, v]) =>
-                [k, Array.isArray(v) ? v : { tensor: Array.from(v.data, Number) }])); }""", [rows.tolist(), path])
+            const bad = await s.run({ X: { data: [1, 2, 3], dims: [1, 3] } }).then(() => "ran", (e) => e.message);
+            return { bad, ...Object.fromEntries(Object.entries(out).map(([k, v]) =>
+                [k, Array.isArray(v) ? v : { tensor: Array.from(v.data, Number) }])) }; }""", [rows.tolist(), path])
         page.goto(f"{url}model/?path={path}")  # the generic page shows them too (it runs on ones)
         page.wait_for_selector("#result[data-done]", timeout=120_000)
         shown = json.loads(page.locator("#result").get_attribute("data-outputs"))
@@ -85,6 +87,8 @@ def test_zipmap_and_string_labels_in_the_page(page, tmp_path, webinfer_wheel, pa
             np.testing.assert_allclose([head[0][str(k)] for k in w[0]], list(w[0].values()), rtol=1e-5, atol=1e-6)
         else:
             assert head == w.tolist(), name
+    # a feed of the wrong size: the same one line on both paths (onnxruntime-web's own is several)
+    assert re.fullmatch(r"input X expects dims \[\w+,4\], got \[1,3\]", got.pop("bad"))
     assert set(got) == set(names)
     for name, w in zip(names, want):
         g = got[name]

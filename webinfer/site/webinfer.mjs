@@ -297,6 +297,8 @@ function toFeed(io, value) {
     t = new Tensor(plain ? io.type : value.type || io.type, data, dims);
   }
   if (t.type !== io.type) t = new Tensor(io.type, Array.from(t.data), t.dims);
+  const fixed = io.dims.every((d, i) => !Number.isInteger(d) || d === Number(t.dims[i]));  // (symbolic: any size)
+  if (!fixed || t.dims.length !== io.dims.length) throw new Error(`input ${io.name} expects dims [${io.dims}], got [${t.dims}]`);
   return [io.name, t.type, t.dims, t.data];
 }
 

@@ -48,3 +48,11 @@ def test_a_demo_page_refuses_an_artifact_it_cannot_run(plain_artifact, tmp_path,
     site = tmp_path / "site"
     _one_line(capsys, main(["bundle", str(plain_artifact), "-o", str(site), "--demo", demo]), f"--demo {demo} needs")
     assert not site.exists()
+
+
+def test_version(capsys):
+    import webinfer
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"webinfer {webinfer.__version__}"

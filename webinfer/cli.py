@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import cli_api, cli_cpu, cli_feeds, cli_generate, cli_speech, cli_vision
+from . import __version__, cli_api, cli_cpu, cli_feeds, cli_generate, cli_speech, cli_vision
 from . import cli_args as A
 from .errors import WebinferError
 
@@ -233,6 +233,7 @@ def target_names() -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = A.WebinferParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
+    p.add_argument("--version", action="version", version=f"webinfer {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile model.onnx into an artifact directory")
     b.add_argument("model")

@@ -51,8 +51,11 @@ def test_a_demo_page_refuses_an_artifact_it_cannot_run(plain_artifact, tmp_path,
 
 
 def test_version(capsys):
-    import webinfer
+    """The version the package is published under (pyproject.toml)."""
+    import tomllib
+    from pathlib import Path
 
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     with pytest.raises(SystemExit) as e:
         main(["--version"])
-    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"webinfer {webinfer.__version__}"
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"webinfer {project['version']}"

@@ -59,3 +59,15 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"webinfer {project['version']}"
+
+
+@pytest.mark.parametrize("argv,missing", [
+    (["--demo", "classify"], "add --preprocess"),
+    (["--demo", "classify", "--preprocess", "P.json"], "add --postprocess"),
+    (["--demo", "detect", "--preprocess", "P.json", "--task", "background-removal"], "add --task object-detection"),
+    (["--demo", "removebg", "--preprocess", "P.json"], "add --task background-removal"),
+])
+def test_build_web_demo_flags_are_checked_before_the_build(tmp_path, capsys, argv, missing):
+    rc = main(["build", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.wi"), "--web", str(tmp_path / "s"), *argv])
+    _one_line(capsys, rc, missing)  # (before the model is read: it does not even exist)
+    assert not (tmp_path / "m.wi").exists() and not (tmp_path / "s").exists()

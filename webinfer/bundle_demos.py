@@ -35,3 +35,18 @@ def check_demo(demo: str, manifest, encoder=None) -> None:
     if not fits(manifest, encoder):
         raise WebinferError(f"--demo {demo} needs {what}; this artifact is not one (bundle it without --demo for "
                             "the generic page)")
+
+
+# demo -> the build flags its page needs (``build --web SITE --demo NAME``: known before the build starts)
+_FLAGS = {"classify": ("preprocess", "postprocess"), "detect": ("preprocess", "task=object-detection"),
+          "removebg": ("preprocess", "task=background-removal")}
+
+
+def check_demo_flags(demo: str | None, args) -> None:
+    """``build --web --demo``: refuse before building what ``check_demo`` would refuse after."""
+    for need in _FLAGS.get(demo or "", ()):
+        name, _, value = need.partition("=")
+        have = getattr(args, name, None)
+        if have is None or (value and have != value):
+            flag = f"--{name} {value}" if value else f"--{name}"
+            raise WebinferError(f"--demo {demo} needs {_NEEDS[demo][1]}: add {flag}")

@@ -50,7 +50,10 @@ def _check_build_args(args, out: str) -> None:
     if not args.web and (args.demo or args.web_file):
         raise WebinferError(f"{'--demo' if args.demo else '--web-file'} needs --web SITE")
     if args.web:
+        from .bundle_demos import check_demo_flags
+
         _check_bundle_args(out, args.web, args.demo, args.web_file, "--web")
+        check_demo_flags(args.demo, args)
 
 
 def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") -> None:

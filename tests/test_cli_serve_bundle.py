@@ -71,3 +71,8 @@ def test_build_web_demo_flags_are_checked_before_the_build(tmp_path, capsys, arg
     rc = main(["build", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.wi"), "--web", str(tmp_path / "s"), *argv])
     _one_line(capsys, rc, missing)  # (before the model is read: it does not even exist)
     assert not (tmp_path / "m.wi").exists() and not (tmp_path / "s").exists()
+
+
+def test_serve_api_on_an_artifact_of_neither_kind(plain_artifact, capsys):
+    _one_line(capsys, main(["serve", str(plain_artifact), "--api", "--port", "0"]),
+              "neither a decoder built for generation", "--sentence-embedding")

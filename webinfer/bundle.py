@@ -27,6 +27,7 @@ import os
 import shutil
 
 from .artifact import CPU_MODEL, Artifact
+from .bundle_demos import check_demo
 from .errors import WebinferError
 from .pyodide_snapshot import add_to_site as add_snapshot
 from .web import (
@@ -119,6 +120,11 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
         raise WebinferError(f"unknown demo {demo!r} (choose from {', '.join(sorted(DEMOS))})")
     art = Artifact.load(artifact_dir)
     art_files = art.files()  # checked before anything is written
+    nested = art.spec.seq2seq.encoder if art.spec.seq2seq else None  # an encoder-decoder's encoder (graph/seq2seq.py)
+    enc = Artifact.load(os.path.join(artifact_dir, nested)) if nested else None
+    check_demo(name, art.spec, enc.spec if enc else None)
+    for a in (art, enc) if enc else (art,):  # every file's sha256: a corrupt artifact is refused, not published
+        a.verify_all()
     check_site_paths(artifact_dir, out_dir)
     for f in files or []:
         if not os.path.isfile(f):
@@ -154,9 +160,7 @@ def bundle(artifact_dir: str, out_dir: str, *, demo: str | None = None, files: l
     for f in files or []:
         shutil.copyfile(f, os.path.join(page, os.path.basename(f)))
     _copy_artifact(art, art_files, os.path.join(page, "artifact"))
-    nested = art.spec.seq2seq.encoder if art.spec.seq2seq else None  # an encoder-decoder's encoder (graph/seq2seq.py)
-    if nested:
-        enc = Artifact.load(os.path.join(artifact_dir, nested))
+    if enc:
         _copy_artifact(enc, enc.files(), os.path.join(page, "artifact", nested))
 
     site["pages"] = [p for p in site["pages"] if p["path"] != name] + [{"path": name, "title": title,

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import cli_api, cli_cpu, cli_generate, cli_speech, cli_vision
+from . import __version__, cli_api, cli_cpu, cli_feeds, cli_generate, cli_speech, cli_vision
 from . import cli_args as A
 from .errors import WebinferError
 
@@ -50,7 +50,10 @@ def _check_build_args(args, out: str) -> None:
     if not args.web and (args.demo or args.web_file):
         raise WebinferError(f"{'--demo' if args.demo else '--web-file'} needs --web SITE")
     if args.web:
+        from .bundle_demos import check_demo_flags
+
         _check_bundle_args(out, args.web, args.demo, args.web_file, "--web")
+        check_demo_flags(args.demo, args)
 
 
 def _check_bundle_args(artifact: str, site: str, demo, files, flag: str = "-o") -> None:
@@ -133,33 +136,20 @@ def _pyodide_args(p: argparse.ArgumentParser) -> None:
                    "path of an artifact built with --cpu (default: ~/.cache/webinfer/onnxruntime-web/<version>)")
 
 
-def _load_feed(spec: str):
-    import numpy as np
-
-    name, sep, path = spec.partition("=")
-    if not sep:
-        raise WebinferError(f"--input expects name=file.npy, got {spec!r}")
-    if not os.path.isfile(path):
-        raise WebinferError(f"--input {name}: no such file {path!r}")
-    try:
-        return name, np.load(path, allow_pickle=False)
-    except Exception as e:
-        raise WebinferError(f"--input {name}: {path} is not a .npy array ({type(e).__name__})") from None
-
-
 def cmd_run(args) -> int:
     import numpy as np
 
     from .runtime.inference import InferenceSession
 
     out = _npz_path(args.output)
-    feeds = dict(_load_feed(s) for s in args.input or [])
+    paths = cli_feeds.parse_inputs(args.input)
     if args.device == "cpu":
         session = InferenceSession(args.artifact, device="cpu", kernel_class=args.kernel_class)
         print(f"path: cpu ({session.cpu_why})")
     else:
         session = InferenceSession(args.artifact, kernel_class=args.kernel_class)
         print(f"kernel class: {session.choice.kernel_class} ({session.choice.why})")
+    feeds = cli_feeds.load_feeds(paths, session.artifact.spec)
     t0 = time.perf_counter()
     names = [o.name for o in session.get_outputs()]
     outputs = session.run(names, feeds)
@@ -173,7 +163,10 @@ def cmd_run(args) -> int:
         print(f"{name}: {value.dtype} {list(value.shape)} [{head}{', ...' if flat.size > 6 else ''}]")
     print(f"ran in {ms:.1f} ms on {'the CPU' if session.device == 'cpu' else session.device.adapter_name}")
     if out:
-        np.savez(out, **dict(zip(names, outputs)))
+        try:
+            np.savez(out, **dict(zip(names, outputs)))
+        except OSError as e:
+            raise WebinferError(f"--output {out}: cannot write it ({e.strerror or e})") from None
         print(f"wrote {out}")
     return 0
 
@@ -243,6 +236,7 @@ def target_names() -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = A.WebinferParser(prog="webinfer", description="Compile ONNX models to WebGPU and run them.")
+    p.add_argument("--version", action="version", version=f"webinfer {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile model.onnx into an artifact directory")
     b.add_argument("model")
@@ -296,7 +290,9 @@ def parser() -> argparse.ArgumentParser:
     cli_generate.register(sub)
     r = sub.add_parser("run", help="run an artifact natively")
     r.add_argument("artifact")
-    r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    r.add_argument("--input", action="append", metavar="NAME=FILE",
+                   help="a .npy array; an image file for a --preprocess artifact's image input, a WAV file for "
+                        "an audio front end's input")
     r.add_argument("--output", metavar="OUT.npz")
     r.add_argument("--class", dest="kernel_class", metavar="CLASS",
                    help="run this kernel class's program (default: chosen for the adapter)")

@@ -40,12 +40,19 @@ def cmd_generate(args) -> int:
     cache = cli_prefix.before(gen, args)
     opts["chat"] = args.chat
     opts["constraint"] = constraint_from_args(args, gen.tokenizer)
+    interrupted = False
     try:
         for tok in gen.generate(args.prompt, **opts, **cli_speculative.options(args)):
             if not args.json:
                 print(tok.text, end="", flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: what came so far stands; the statistics of a cut run are not kept
         gen.cancel()
+        interrupted = True
+    if interrupted:
+        if not args.json:
+            print()
+        print("webinfer: interrupted", file=sys.stderr)
+        return 130
     cli_prefix.after(gen, args, cache)
     st = gen.stats
     if args.json:

@@ -29,14 +29,17 @@ def register(sub) -> None:
 
 
 def _options(p) -> None:
-    p.add_argument("--max-new-tokens", type=A.positive_int, default=64)
+    p.add_argument("--max-new-tokens", type=A.positive_int,
+                   help="at most this many tokens (default: 64, or fewer where the decoder has fewer positions)")
     p.add_argument("--temperature", type=A.finite_float, default=0.0, help="0 (the default) is greedy")
     p.add_argument("--seed", type=A.seed, default=0, help=f"0..{A.SEED_MAX}")
     p.add_argument("--json", action="store_true", help="print one JSON object (text, token ids, timings)")
 
 
 def _opts(args) -> dict:
-    return {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed}
+    """(Without --max-new-tokens the generator's default: 64, or fewer where the decoder has fewer positions.)"""
+    n = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}
+    return {**n, "temperature": args.temperature, "seed": args.seed}
 
 
 def _read_features(path: str):

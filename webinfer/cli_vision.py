@@ -55,6 +55,9 @@ def cmd_detect(args) -> int:
     return 0
 
 
+_ALPHA = (".png", ".webp", ".tif", ".tiff")  # formats Pillow writes RGBA to
+
+
 def cmd_segment(args) -> int:
     from PIL import Image
 
@@ -64,8 +67,17 @@ def cmd_segment(args) -> int:
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
         raise WebinferError(f"-o {args.output}: the folder {out_dir} does not exist")
+    if os.path.isdir(args.output):
+        raise WebinferError(f"-o {args.output}: is a folder; give a file name such as "
+                            f"{os.path.join(args.output, 'cutout.png')}")
     segment = Artifact.load(args.artifact).spec.segment
     mode = segment.mode if segment else None
+    ext = os.path.splitext(args.output)[1].lower()
+    if mode == "matte" and ext not in _ALPHA:  # (checked before the run: Pillow would fail after it)
+        raise WebinferError(f"-o {args.output}: the cut-out has an alpha channel; write {', '.join(_ALPHA)}")
+    if ext not in Image.registered_extensions():
+        raise WebinferError(f"-o {args.output}: no image format for {ext or 'a name without an extension'} "
+                            "(e.g. .png)")
     task = "background-removal" if mode == "matte" else "image-segmentation"
     out = pipeline(task, args.artifact)(args.image)
     size = (out["width"], out["height"])

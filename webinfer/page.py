@@ -335,7 +335,8 @@ def _describe(session: PageSession, gpu) -> dict:
     return {"inputs": [_io(i) for i in core.get_inputs()], "outputs": [_io(o) for o in core.get_outputs()],
             "adapter": gpu.adapter_name, "tokenizer": "tokenizer.json" in session.assets,
             "kernel_class": core.choice.kernel_class, "kernel_class_why": core.choice.why,
-            "audio": to_json(core.spec.audio)}  # (the page reads the block as the JSON has it)
+            "audio": to_json(core.spec.audio),  # (the page reads the blocks as the JSON has them)
+            "output_formats": to_json(core.spec.output_formats) or []}
 
 
 def _io(info) -> dict:

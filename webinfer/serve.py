@@ -14,6 +14,8 @@ import threading
 import urllib.parse
 from http import HTTPStatus
 
+from .errors import WebinferError
+
 HOST = "127.0.0.1"
 
 # Python's mimetypes table depends on the machine (/etc/mime.types); these must be right everywhere:
@@ -109,9 +111,18 @@ def make_server(directory: str, port: int = 0, quiet: bool = True) -> http.serve
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{directory}: no such directory to serve")
     handler = functools.partial(type("_Handler", (Handler,), {"quiet": quiet}), directory=os.path.abspath(directory))
-    server = _Server((HOST, port), handler)
+    server = bind(_Server, handler, port)
     server.quiet = quiet
     return server
+
+
+def bind(server_class, handler, port: int):
+    """``server_class((HOST, port), handler)``; a port that cannot be had is the user's one-line error."""
+    try:
+        return server_class((HOST, port), handler)
+    except OSError as e:
+        raise WebinferError(f"cannot listen on {HOST}:{port} ({e.strerror or e}): choose another --port "
+                            "(0: any free port)") from None
 
 
 def serve_in_thread(directory: str, port: int = 0) -> tuple[http.server.ThreadingHTTPServer, str]:

@@ -25,6 +25,7 @@ from .llm.api_request import parse_chat_request
 from .llm.chat_completion import completion, completion_chunks
 from .llm.openai_api import Client, sync_iter
 from .runtime.session import run_sync
+from .serve import bind
 
 HOST = "127.0.0.1"
 MAX_BODY = 4 * 2**20  # bytes: a long conversation fits, a runaway upload does not
@@ -171,7 +172,7 @@ class _Server(http.server.ThreadingHTTPServer):
 def make_api_server(client: Client, port: int = 0, quiet: bool = True) -> http.server.ThreadingHTTPServer:
     """An API server for ``client`` on 127.0.0.1 (port 0: a free one, ``server.server_port``)."""
     handler = type("_ApiHandler", (ApiHandler,), {"client": client, "lock": threading.Lock(), "quiet": quiet})
-    server = _Server((HOST, port), handler)
+    server = bind(_Server, handler, port)  # (a busy port: one line)
     server.quiet = quiet
     return server
 

@@ -52,3 +52,35 @@ def test_malformed_blocks_are_refused(block, why, tmp_path):
     parse_manifest(copy.deepcopy(manifest), "m")  # (as built: accepted)
     with pytest.raises(WebinferError, match=why):
         parse_manifest({**manifest, "output_formats": block}, "m")
+
+
+def test_cpu_path_formats_as_onnxruntime_does(tmp_path):
+    """``device="cpu"`` runs the CPU model, whose ZipMap and string labels are rewritten to tensors (so that
+    onnxruntime-web can read them): its outputs still come back as onnxruntime gives the source model's."""
+    pytest.importorskip("sklearn")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    import onnx
+    import onnxruntime as ort
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    from webinfer.build import build
+    from webinfer.runtime.inference import InferenceSession
+
+    X, y = load_iris(return_X_y=True)
+    X = X.astype(np.float32)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    model = skl2onnx.to_onnx(LogisticRegression(max_iter=500).fit(X, names), X[:1],
+                             target_opset={"": 18, "ai.onnx.ml": 3})
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    build(path, str(tmp_path / "m.wi"), target="software", cpu=True)
+    cpu_model = onnx.load(str(tmp_path / "m.wi" / "assets" / "cpu-model.onnx"))
+    assert all(o.type.HasField("tensor_type") for o in cpu_model.graph.output)
+    rows = X[::15]
+    want_labels, want_probs = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"X": rows})
+    labels, probs = InferenceSession(str(tmp_path / "m.wi"), device="cpu").run(None, {"X": rows})
+    assert list(labels) == list(want_labels)
+    assert [sorted(p) for p in probs] == [sorted(p) for p in want_probs]
+    np.testing.assert_allclose([[p[k] for k in sorted(p)] for p in probs],
+                               [[p[k] for k in sorted(p)] for p in want_probs], rtol=1e-6, atol=1e-7)

@@ -19,14 +19,17 @@ import numpy as np
 import onnx_ir as ir
 
 from ..errors import WebinferError
-from . import prepost
+from . import ml_outputs, prepost
 from .passes._util import new_initializer
 
 RESIZE_OPSET = 18  # Resize's antialias, BitwiseAnd
 
 
 def cpu_model_bytes(proto, preprocess=None, postprocess=None, weights: str = "f32") -> bytes:
-    """``proto``: the source onnx.ModelProto (external data read in). Returns the CPU model's bytes."""
+    """``proto``: the source onnx.ModelProto (external data read in). Returns the CPU model's bytes. Classic-ML
+    ZipMap and string-label outputs are rewritten to tensors as for the GPU graph (graph/ml_outputs.py: the run
+    side formats both paths' outputs alike; onnxruntime-web reads no non-tensor output)."""
+    proto = ml_outputs.rewrite(proto)
     if preprocess is None and postprocess is None:
         return _stored(proto, weights).SerializeToString()
     import onnx

@@ -17,6 +17,10 @@ MIN_OPSET = 13
 
 def load_proto(path: str, external: bool = True) -> onnx.ModelProto:
     """The parsed model, its external tensors read in (``external=False``: their paths checked, not read)."""
+    if os.path.isdir(path):  # (an encoder-decoder export folder was recognised before: graph/seq2seq.py)
+        raise WebinferError(f"{path}: a folder, not an .onnx file (a folder builds only as an encoder-decoder "
+                            "export: encoder_model.onnx + decoder_model_merged.onnx or decoder_model.onnx and "
+                            "decoder_with_past_model.onnx)")
     if not os.path.isfile(path):
         raise WebinferError(f"{path}: no such file")
     try:

@@ -70,7 +70,12 @@ class Embedder:
         self.n_tokens = 0  # of the last call
 
     async def call_async(self, texts) -> list[list[float]]:
-        items = [texts] if isinstance(texts, str) else list(texts)
+        items = [texts] if isinstance(texts, str) else list(texts) if isinstance(texts, (list, tuple)) else None
+        if items is None or not all(isinstance(t, (str, list)) for t in items):
+            raise WebinferError(f"texts: expected a string or a list of strings, got {type(texts).__name__}")
+        if not items:
+            self.n_tokens = 0
+            return []
         feeds, self.n_tokens = embedding_feeds(self.tokenizer, self.inputs, items)
         (out,) = await self._run([OUTPUT], feeds)
         return floats_of(out)

@@ -139,7 +139,8 @@ class Client:
     def load(cls, artifact: str | None = None, embeddings: str | None = None, device=None) -> Client:
         """Open the artifacts natively (wgpu-py); each is named after its folder. An embedding artifact given as
         ``artifact`` is taken as ``embeddings``."""
-        if artifact is not None and embeddings is None and not _is_generation(artifact):
+        swapped = artifact is not None and embeddings is None and not _is_generation(artifact)
+        if swapped:
             artifact, embeddings = None, artifact
         gen = emb = None
         if artifact is not None:
@@ -149,7 +150,13 @@ class Client:
         if embeddings is not None:
             from .embeddings import load_embedder
 
-            emb = load_embedder(embeddings, device=device)
+            try:
+                emb = load_embedder(embeddings, device=device)
+            except WebinferError as e:  # (the one artifact given is neither kind: say both)
+                if not swapped:
+                    raise
+                raise WebinferError(f"{embeddings}: neither a decoder built for generation (chat) nor an embedding "
+                                    f"model (embeddings): {e}") from None
         return cls(gen, emb, model_name(artifact) if artifact else None,
                    model_name(embeddings) if embeddings else None)
 

@@ -124,15 +124,18 @@ class Seq2SeqGenerator:
         """Synchronous iterator of Tokens (native devices); options as ``agenerate``."""
         return iterate_sync(self.agenerate(feeds, **options))
 
-    async def agenerate(self, feeds: dict, *, prompt: list | None = None, max_new_tokens: int = 64,
+    async def agenerate(self, feeds: dict, *, prompt: list | None = None, max_new_tokens: int | None = None,
                         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                         repetition_penalty: float = 1.0, seed: int = 0, stop_at_eos: bool = True):
         """Async iterator of Tokens for one input. ``feeds``: the encoder's inputs; ``prompt``: the decoder's first
-        ids (default: the artifact's start and forced tokens)."""
-        check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
+        ids (default: the artifact's start and forced tokens); ``max_new_tokens`` None: 64, or what the
+        decoder's positions leave after ``ids`` when that is fewer (a small model's 64 positions)."""
         ids = list(self.first_tokens if prompt is None else prompt)
         if not ids:
             raise WebinferError("the decoder needs at least one first token")
+        if max_new_tokens is None:
+            max_new_tokens = max(1, min(64, self.max_seq - len(ids)))
+        check_options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed)
         if len(ids) + max_new_tokens > self.max_seq:
             raise WebinferError(f"{len(ids)} first tokens + max_new_tokens ({max_new_tokens}) exceed the decoder's "
                                 f"{self.max_seq} positions (ask for fewer tokens, or rebuild with a larger --max-seq)")

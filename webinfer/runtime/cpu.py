@@ -12,6 +12,7 @@ from .. import dims as D
 from ..artifact import CPU_MODEL, Artifact
 from ..errors import WebinferError
 from ..format.schema import Named
+from . import ml_outputs, vision
 
 # onnxruntime folds the CPU model's int4 weights (DequantizeLinear of constants, graph/cpu_weights.py) into
 # float32 only with its QDQ fusions off; (the build side's constant, restated: runtime never imports graph/)
@@ -52,6 +53,12 @@ class CpuSession:
         return IOInfo(io.name, t.dtype, [d if isinstance(d, int) else D.json_text(d) for d in t.shape])
 
     def run(self, output_names, feeds: dict) -> list:
+        """onnxruntime's outputs, classic-ML ones formatted as the GPU path formats them (ZipMap dicts, string
+        labels: the CPU model computes indices and probabilities, as the GPU program does)."""
+        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
+        return ml_outputs.present(self.spec, names, self._run(names, feeds))
+
+    def _run(self, names: list, feeds: dict) -> list:
         import numpy as np
 
         known = {io.name for io in self.spec.inputs}
@@ -61,23 +68,29 @@ class CpuSession:
         missing = sorted(known - set(feeds))
         if missing:
             raise WebinferError(f"missing feed for input {missing[0]!r}")
+        from .tensor import HostTensor
+
         arrays = {}
-        for name, value in feeds.items():
+        for name, value in vision.pack_image(self.spec, feeds).items():  # (image pixels, as the GPU path takes)
+            if isinstance(value, HostTensor):
+                value = np.frombuffer(bytes(value.data), value.dtype).reshape(value.shape)
             dtype = _NUMPY.get(self._types.get(name, ""))
             arrays[name] = np.asarray(value, dtype=dtype)
-        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
-        return self.session.run(names, arrays)
+        try:
+            return self.session.run(names, arrays)
+        except Exception as e:  # onnxruntime's InvalidArgument (a feed's rank or shape): the user's to fix
+            if type(e).__name__ != "InvalidArgument":
+                raise
+            text = str(e).split(" : ", 3)[-1].split(" Please fix", 1)[0].strip()
+            raise WebinferError(f"device='cpu': onnxruntime refused the feeds: {text[:300]}") from None
 
 
     async def run_async(self, output_names, feeds: dict) -> list:
         """As SessionCore.run_async for runtime/vision.py's classify: HostTensor feeds, flat outputs."""
         import numpy as np
 
-        from .tensor import HostTensor
-
-        arrays = {k: np.frombuffer(bytes(v.data), v.dtype).reshape(v.shape) if isinstance(v, HostTensor) else v
-                  for k, v in feeds.items()}
-        return [np.asarray(a).ravel() for a in self.run(output_names, arrays)]
+        names = list(output_names) if output_names else [o.name for o in self.get_outputs()]
+        return [np.asarray(a).ravel() for a in self._run(names, feeds)]
 
 
 # onnxruntime's input types -> numpy dtypes (feeds are converted to the model's type, as the GPU path does).

@@ -16,7 +16,12 @@ class InferenceSession:
 
     def __init__(self, path: str, device=None, kernel_class: str | None = None):
         """``kernel_class`` forces one of the artifact's programs; by default the device's adapter decides
-        (``self.choice``: which class and why, runtime/select.py)."""
+        (``self.choice``: which class and why, runtime/select.py). ``device``: None or "gpu" (the native
+        WebGPU device), "cpu" (the artifact's CPU model on onnxruntime), or a device object (BrowserDevice)."""
+        if isinstance(device, str) and device != "cpu":
+            if device != "gpu":
+                raise WebinferError(f'device must be "gpu" (the default), "cpu" or a device object, got {device!r}')
+            device = None
         if device is None:
             from .native import start_device
 
@@ -54,6 +59,8 @@ class InferenceSession:
 
     async def run_async(self, output_names, feeds: dict, dims: dict | None = None) -> list:
         """``dims``: values of dims no input carries (a KV-cache artifact's past length)."""
+        if not isinstance(feeds, dict):
+            raise WebinferError(f"feeds must be a dict {{input name: array}}, got {type(feeds).__name__}")
         if self._cpu is not None:
             return self._cpu.run(output_names, feeds)
         feeds = vision.pack_image(self.artifact.spec, feeds)

@@ -11,7 +11,13 @@ def present(spec, names: list[str], values: list) -> list:
     formats = {f.output: f for f in spec.output_formats or ()}
     if not formats:
         return values
-    return [_format(formats[n], v) if n in formats else v for n, v in zip(names, values)]
+    return [_format(formats[n], v) if n in formats and not _formatted(v) else v for n, v in zip(names, values)]
+
+
+def _formatted(value) -> bool:
+    """Already in the presented form: an artifact built before its CPU model was rewritten (graph/cpu_model.py)
+    gets ZipMap's dicts and string labels from onnxruntime itself."""
+    return isinstance(value, list) or str(getattr(value, "dtype", "")) == "object"
 
 
 def _rows(value) -> list:

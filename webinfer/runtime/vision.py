@@ -31,8 +31,11 @@ def image_feed(pixels, width: int | None = None, height: int | None = None) -> H
         if shape[2] == 3:
             data = _with_alpha(data)
     else:
+        if not isinstance(pixels, (bytes, bytearray, memoryview)):
+            raise WebinferError(f"image: expected an image file's path, a uint8 [height, width, 4] array or RGBA8 "
+                                f"bytes with width and height; got {type(pixels).__name__}")
         if width is None or height is None:
-            raise WebinferError("image: raw pixel bytes need their width and height")
+            raise WebinferError("image: raw pixel bytes need their width and height (an image file: pass its path)")
         data = bytes(pixels)
         if len(data) != width * height * 4:
             raise WebinferError(f"image: {len(data)} bytes are not {width}x{height} RGBA8 pixels "

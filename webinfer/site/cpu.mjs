@@ -185,7 +185,8 @@ export async function loadCPU(host, artifactURL, manifest, kind, choice, progres
   const extra = kind === "chat" ? { max_seq: opened.max_seq } : {};
   return { handle, inputs: session.inputs, outputs: session.outputs, tokenizer: Boolean(got), timings, ...extra,
     adapter: `CPU (onnxruntime-web wasm, ${n} thread${n === 1 ? "" : "s"})`, kernel_class: "cpu",
-    kernel_class_why: choice.why, path: "cpu", path_why: choice.why };
+    kernel_class_why: choice.why, path: "cpu", path_why: choice.why,
+    output_formats: manifest.output_formats || [] };  // (classic ML: formatted by webinfer.mjs, as on the GPU path)
 }
 
 // page_cpu.py's CpuText for the artifact: its tokenizer files fetched and checked here (while Pyodide starts),

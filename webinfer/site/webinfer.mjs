@@ -18,7 +18,8 @@
 //   height} of RGBA8 bytes) of any size and resolves to [{label, score}], best first; resizing, cropping and
 //   normalising run on the GPU.
 //   feeds: {name: Tensor | {data, dims} | typed array | array}; data is converted to the input's type, dims
-//   default to the input's static shape. run() resolves to {name: Tensor}. An artifact with the audio prologue
+//   default to the input's static shape. run() resolves to {name: Tensor} (a classic-ML classifier's string labels:
+//   an array of strings; its ZipMap: an array of {label: probability} objects, as Python). An audio-prologue artifact
 //   (session.audio: the manifest's block) takes {audio: Float32Array of mono PCM, sample_rate: Hz} (or {data,
 //   dims: [channels, samples]}, a row per channel): resampling and the features (Whisper's log-mel...) run on
 //   the GPU.
@@ -54,6 +55,7 @@
 //   (await emb.embeddings.create({ input: ["a", "b"] })).data[0].embedding
 //   const client = await webinfer.openai({ chat: url, embeddings: url2 });  // both behind one object
 
+import { present } from "./ml_outputs.mjs";
 import { settle } from "./replies.mjs";
 import { audioMessage } from "./speech.mjs";
 export { pipeline } from "./pipeline.mjs";  // one call per task: webinfer.pipeline("object-detection", url)
@@ -206,7 +208,7 @@ class Session {
     Object.assign(this, { handle: info.handle, inputs: info.inputs, outputs: info.outputs,
       adapter: info.adapter, timings: info.timings, hasTokenizer: info.tokenizer,
       kernelClass: info.kernel_class, kernelClassWhy: info.kernel_class_why, path: info.path,
-      pathWhy: info.path_why, audio: info.audio || null, model: info.model });
+      pathWhy: info.path_why, audio: info.audio || null, model: info.model, outputFormats: info.output_formats || [] });
     this.embeddings = { create: (request) => {
       if (this.path === "cpu") return Promise.reject(new Error("embeddings run on the WebGPU path only; this session runs on the CPU"));
       return apiCall(this.handle, "embeddings", request);
@@ -234,7 +236,8 @@ class Session {
       if (!this.inputs.some((io) => io.name === name)) throw new Error(`unknown input ${name}`);
     }
     const out = await call({ op: "run", handle: this.handle, feeds: list, dims });
-    return Object.fromEntries(out.map((o) => [o.name, new Tensor(o.type, new TYPED[o.type](o.data), o.dims)]));
+    const tensors = Object.fromEntries(out.map((o) => [o.name, new Tensor(o.type, new TYPED[o.type](o.data), o.dims)]));
+    return present(this.outputFormats, tensors);  // (classic ML: ZipMap dicts, string labels, as Python gives)
   }
 
   /** Labels and scores of an image (ImageData or {data: RGBA8 bytes, width, height}), best first. */
@@ -294,6 +297,8 @@ function toFeed(io, value) {
     t = new Tensor(plain ? io.type : value.type || io.type, data, dims);
   }
   if (t.type !== io.type) t = new Tensor(io.type, Array.from(t.data), t.dims);
+  const fixed = io.dims.every((d, i) => !Number.isInteger(d) || d === Number(t.dims[i]));  // (symbolic: any size)
+  if (!fixed || t.dims.length !== io.dims.length) throw new Error(`input ${io.name} expects dims [${io.dims}], got [${t.dims}]`);
   return [io.name, t.type, t.dims, t.data];
 }
 

@@ -64,7 +64,7 @@ def pcm_feeds(name: str, info, samples, rate: int) -> dict:
 def read_wav(path: str) -> tuple[array, int]:
     """A PCM WAV file (8/16/24/32-bit integers, any rate, channels averaged) as float samples in [-1, 1]."""
     if not os.path.isfile(path):
-        raise WebinferError(f"{path}: no such file")
+        raise WebinferError(f"{path}: {'a folder, not a WAV file' if os.path.isdir(path) else 'no such file'}")
     try:
         with wave.open(path, "rb") as w:
             channels, width, rate, count = w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()

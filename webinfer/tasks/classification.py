@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..runtime.inference import InferenceSession
 
 
@@ -14,8 +16,8 @@ class ImageClassification:
 
     def __call__(self, image, width: int | None = None, height: int | None = None) -> list:
         """``image``: RGBA8 bytes with ``width``/``height``, or a path Pillow can read (native only)."""
-        if isinstance(image, str):
-            image, width, height = read_image_rgba(image)
+        if isinstance(image, (str, os.PathLike)):  # (a path: pathlib's too)
+            image, width, height = read_image_rgba(os.fspath(image))
         return self.session.classify(image, width, height)
 
     async def call_async(self, image, width: int | None = None, height: int | None = None) -> list:
@@ -24,8 +26,6 @@ class ImageClassification:
 
 def read_image_rgba(path: str) -> tuple[bytes, int, int]:
     """An image file as RGBA8 bytes (Pillow, native only), with one-line errors for what cannot be read."""
-    import os
-
     from ..errors import WebinferError
 
     try:
@@ -33,7 +33,7 @@ def read_image_rgba(path: str) -> tuple[bytes, int, int]:
     except ImportError:
         raise WebinferError("reading image files needs Pillow: pip install pillow") from None
     if not os.path.isfile(path):
-        raise WebinferError(f"{path}: no such file")
+        raise WebinferError(f"{path}: {'a folder, not an image file' if os.path.isdir(path) else 'no such file'}")
     try:
         with Image.open(path) as im:
             rgba = im.convert("RGBA")

@@ -3,6 +3,8 @@ boxes in the image's pixels."""
 
 from __future__ import annotations
 
+import os
+
 from ..runtime import vision_tasks
 from ..runtime.inference import InferenceSession
 from ..runtime.session import run_sync
@@ -18,8 +20,8 @@ class ObjectDetection:
 
     def __call__(self, image, width: int | None = None, height: int | None = None) -> list[dict]:
         """``image``: RGBA8 bytes with ``width``/``height``, or a path Pillow can read (native only)."""
-        if isinstance(image, str):
-            image, width, height = read_image_rgba(image)
+        if isinstance(image, (str, os.PathLike)):  # (a path: pathlib's too)
+            image, width, height = read_image_rgba(os.fspath(image))
         return run_sync(self.call_async(image, width, height))
 
     async def call_async(self, image, width: int | None = None, height: int | None = None) -> list[dict]:

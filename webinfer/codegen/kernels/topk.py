@@ -7,7 +7,7 @@ from ... import dims as D
 from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
-from .reduce import _HIGHEST, _LOWEST, same
+from .reduce import _HIGHEST, _LOWEST, LOOP_BUDGET, same
 
 
 @lowering("TopK")
@@ -52,6 +52,13 @@ def topk(ctx, k, axis: int, first: int, probs=None) -> None:
     # "a comes after b" in the output order: smaller first when largest, larger first otherwise
     ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
+    n = x.shape[axis]
+    if probs is None and not (isinstance(n, int) and k * n < LOOP_BUDGET):  # lavapipe's loop limit: rank instead
+        params["total"] = D.mul(rows, n)
+        ctx.dispatch("topk_rank.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices},
+                     work=params["total"], params=params, wg=64, rank=len(kept), helpers=helpers,
+                     before=ranked_after("v", "u"), tie=same(t, "u", "v"))
+        return
     writes = {"probs": probs} if probs is not None else {}
     ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {**writes, "values": values, "indices": indices}, work=rows,
                  params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],

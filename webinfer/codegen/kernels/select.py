@@ -108,10 +108,13 @@ def _wanted(ctx, i: int) -> bool:
     return i < len(outs) and outs[i] is not None and bool(outs[i].name)
 
 
+NMS_WG = 256  # lanes marking the boxes a kept box suppresses (WebGPU's default limit of invocations)
+
+
 @lowering("NonMaxSuppression")
 def lower_nms(ctx) -> None:
-    """One invocation per (batch, class) selects greedily, best score first (ties: lower box index), skipping
-    boxes whose IoU with a kept one exceeds the threshold, at most max_output_boxes_per_class; a scan over the
+    """Per (batch, class) greedy selection, best score first (ties: lower box index), skipping boxes whose IoU
+    with a kept one exceeds the threshold, at most max_output_boxes_per_class (nms.wgsl.j2); a scan over the
     per-class counts places each class's rows, in (batch, class) order."""
     import numpy as np
 
@@ -130,10 +133,12 @@ def lower_nms(ctx) -> None:
             reads[name] = ctx.gpu(ctx.inputs[i])
     taken, chosen = ctx.temp("uint32", (b * c * n,)), ctx.temp("int32", (b * c * per_class,))
     counts, count = ctx.temp("uint32", (b * c,)), ctx.temp("int32", (1,))
-    params = {"C": c, "N": n, "M": per_class, "BC": b * c}
+    pad = 1 << max(n - 1, 0).bit_length()  # the bitonic sort's power of two
+    order = ctx.temp("int32", (b * c * pad,))
+    params = {"C": c, "N": n, "M": per_class, "BC": b * c, "P": pad}
     tctx = {"centers": bool(ctx.attr("center_point_box", 0)), "has_iou": "iou" in reads, "has_thr": "thr" in reads}
-    ctx.dispatch("select.wgsl.j2", reads, {"taken": taken, "chosen": chosen, "part": counts}, work=b * c, wg=64,
-                 params=params, kind="nms_select", **tctx)
+    ctx.dispatch("nms.wgsl.j2", reads, {"order": order, "taken": taken, "chosen": chosen, "part": counts},
+                 grid=(min(b * c, 65535), -(-b * c // 65535), 1), wg=NMS_WG, params=params, **tctx)
     exclusive_scan(ctx, counts, count)
     out = ctx.output(0, "int64", (ctx.counted(count, b * c * per_class), 3))
     ctx.dispatch("select.wgsl.j2", {"chosen": chosen, "part": counts, "count": count}, {"out": out}, work=b * c,

@@ -106,3 +106,26 @@ def test_nms_over_thousands_of_boxes(n, classes, limit, threshold):
     got = WebinferRep(model).run(feeds)[0]
     assert want.shape[0] == classes * limit
     np.testing.assert_array_equal(got, want)
+
+
+def test_nms_with_a_symbolic_box_count():
+    """A detector exported for any image size: the anchor count is symbolic; one build serves every count, the
+    buffers sized by max_output_boxes_per_class (50 a class here), each run equal to onnxruntime's."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array([50], np.int64), "m"),
+             numpy_helper.from_array(np.array([0.45], np.float32), "iou"),
+             numpy_helper.from_array(np.array([0.2], np.float32), "thr")]
+    graph = helper.make_graph(
+        [helper.make_node("NonMaxSuppression", ["boxes", "scores", "m", "iou", "thr"], ["sel"])], "g",
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, "n", 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 3, "n"])],
+        [helper.make_tensor_value_info("sel", TensorProto.INT64, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rep = WebinferRep(model)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (8400, 20, 2100):
+        feeds = _nms_feeds(n, 3, n)
+        want = ref.run(None, feeds)[0]
+        np.testing.assert_array_equal(rep.run(feeds)[0], want, err_msg=f"{n} boxes")
+    assert len(rep._sessions) == 1, "built more than once"

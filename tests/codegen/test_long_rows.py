@@ -129,3 +129,13 @@ def test_nms_with_a_symbolic_box_count():
         want = ref.run(None, feeds)[0]
         np.testing.assert_array_equal(rep.run(feeds)[0], want, err_msg=f"{n} boxes")
     assert len(rep._sessions) == 1, "built more than once"
+
+
+def test_topk_over_a_symbolic_count():
+    """YOLOv10's head at any image size: TopK 100 of a symbolic anchor count ranks (k x n is unknown at build)."""
+    from oprefs import check_shapes
+
+    model = make_model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)], {"x": np.zeros((1, 1), np.float32)},
+                       ["v", "i"], {"k": np.array([100], np.int64)})
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "n"
+    check_shapes(model, lambda n: {"x": rng.integers(0, 50, size=(1, n)).astype(np.float32)}, [8400, 100, 3000])

@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import helper
-from oprefs import check_node, make_model
+from oprefs import check_model, check_node, make_model
 
 from webinfer.backend import WebinferRep
 
@@ -139,3 +139,13 @@ def test_topk_over_a_symbolic_count():
                        ["v", "i"], {"k": np.array([100], np.int64)})
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "n"
     check_shapes(model, lambda n: {"x": rng.integers(0, 50, size=(1, n)).astype(np.float32)}, [8400, 100, 3000])
+
+
+def test_softmax_topk_over_imagenet_21k_classes():
+    """Softmax then TopK 5 (fused into one kernel, graph/passes/fuse_softmax_topk.py) over 21843 classes: one
+    invocation per row took 3 x 21843 + 5 x 21843 loop iterations, past lavapipe's limit (every value wrong)."""
+    x = (rng.standard_normal((2, 21843)) * 3).astype(np.float32)
+    model = make_model([helper.make_node("Softmax", ["x"], ["p"], axis=-1),
+                        helper.make_node("TopK", ["p", "k"], ["v", "i"], axis=-1)],
+                       {"x": x}, ["p", "v", "i"], {"k": np.array([5], np.int64)})
+    check_model(model, {"x": x})

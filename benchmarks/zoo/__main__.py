@@ -68,7 +68,8 @@ def markdown(rows: list[dict], zoo: dict, meta: dict) -> str:
              f"`ok` when every output's max abs error is at most {TOLERANCE:g} of its max abs value (integer outputs exact);",
              "`unstable` when it is not, but onnxruntime's own runs with and without its graph optimizations differ by",
              "more than that too (an ill-conditioned model, e.g. int8 activations) and every node, run alone by",
-             "onnxruntime on webinfer's own values of its inputs, gives webinfer's value (`benchmarks/zoo/localize.py`).",
+             "onnxruntime on webinfer's own values of its inputs, gives webinfer's value or one further from the node's",
+             "float64 value than webinfer's (`benchmarks/zoo/localize.py`).",
              "", f"Run: {meta['date']} on {meta['machine']}, target `{meta['target']}`, kernel class as the runtime chose "
              "it. *build s* is the build, *first run s* opening the artifact plus the first run (pipelines compiled, "
              "Mesa's shader cache as it was), *steady ms* the median warm run; *ORT CPU ms* onnxruntime's median on the "

@@ -189,6 +189,24 @@ class Recipes:
         x = np.array([[5.1, 3.5], [6.2, 2.9], [7.7, 3.0]], np.float32)  # sepal length, width of three irises
         return {infos[0].name: x}
 
+    # -- pictures with per-channel statistics, pairs (zoo's vision models) ---------------------------------
+    def r_image_ms(self, infos, kind: str, size, mean, std=(1.0, 1.0, 1.0), scale: float = 1.0, bgr: bool = False,
+                   batch: int = 1, layout: str = "NCHW"):
+        """(pixel - mean) / std / scale, pixels 0..255 (Caffe's BGR means, dlib-style chips divided by 256)."""
+        x = np.stack([draw(kind, size[0], size[1], seed) for seed in range(batch)]).astype(np.float32)
+        if bgr:
+            x = x[..., ::-1]
+        x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32) / np.float32(scale)
+        if layout == "NCHW":
+            x = x.transpose(0, 3, 1, 2)
+        return {infos[0].name: np.ascontiguousarray(x.astype(np.float32))}
+
+    def r_image_pair(self, infos, kind: str, size, batch: int = 1):
+        """Two NHWC pictures per row in 0..1, a siamese model's two branches: the second a shifted, dimmed first."""
+        a = np.stack([draw(kind, size[0], size[1], seed) for seed in range(batch)]).astype(np.float32) / 255.0
+        b = np.roll(a, 3, axis=2) * np.float32(0.9)
+        return {infos[0].name: np.ascontiguousarray(a), infos[1].name: np.ascontiguousarray(b.astype(np.float32))}
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""

@@ -168,7 +168,7 @@ def judge_mismatch(row: dict, proto, path: str, names, feeds, got, want, target:
     worst_node = max((r["rel"] for r in rows), default=0.0)
     row["error"] = (f"onnxruntime's optimized and unoptimized runs differ by {spread:.3g} of the scale, webinfer "
                     f"by {row['rel_err']:.3g} and {vs_plain:.3g}; each of {len(rows)} node outputs equals onnxruntime's on "
-                    f"webinfer's inputs (worst {worst_node:.1g})")
+                    f"webinfer's inputs or is nearer the node's float64 value (worst {worst_node:.1g})")
 
 
 def kernel_count(manifest: dict, kernel_class: str) -> int:

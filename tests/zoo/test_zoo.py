@@ -36,6 +36,8 @@ MODELS = [
     "silero-vad-16k-op15", "silero-vad-half",                       # ... an If on a frame-count predicate
     "silero-vad-v5", "silero-vad-v6",                               # ... inside the If on the sample rate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
+    "gender-v1", "age-v1", "orinet-orientation",                    # face-chip and document classifiers
+    "open-nsfw", "malviz-resnet18",                                 # tf2onnx NHWC opset 9; torch external data
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

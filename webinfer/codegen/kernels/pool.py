@@ -11,6 +11,7 @@ from ..registry import lowering
 from ._floats import helper_sources
 from .conv import Window, window, window_params
 from .helpers import compute_type
+from .reduce import max_stat, row_kernel, sum_stat
 
 _INIT = {"f32": "bitcast<f32>(0xff800000u)", "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
 
@@ -67,14 +68,26 @@ def _global_window(x) -> Window:
     return Window(sp, [1] * r, [1] * r, [0] * r, [1] * r, [0] * r)
 
 
+def global_pool(ctx, mean: bool) -> None:
+    """A row per (n, c) over the spatial dims, with the reductions' kernel: a window of 512 x 512 walked by one
+    invocation would be slow, summed in one long float chain, and cut short by lavapipe's loop limit."""
+    x = ctx.inputs[0]
+    if x.rank < 3:
+        raise ctx.unsupported(f"global pooling of a rank-{x.rank} input")
+    out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + (1,) * (x.rank - 2))
+    t = compute_type(x.dtype)
+    stat = sum_stat(t, final=f"{{a}} / {t}(n_R)") if mean else max_stat(t, nan=True)
+    row_kernel(ctx, x, list(range(2, x.rank)), [stat], row_outs=[("out", out, "s0")])
+
+
 @lowering("GlobalMaxPool")
 def lower_global_maxpool(ctx) -> None:
-    pool(ctx, "max", _global_window(ctx.inputs[0]))
+    global_pool(ctx, mean=False)
 
 
 @lowering("GlobalAveragePool")
 def lower_global_avgpool(ctx) -> None:
-    pool(ctx, "avg", _global_window(ctx.inputs[0]))
+    global_pool(ctx, mean=True)
 
 
 @lowering("GlobalLpPool")

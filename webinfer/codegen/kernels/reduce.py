@@ -30,6 +30,9 @@ WG_SIZE = 128
 # rows on, 64 invocations (256 for a single row), statistics reduced in workgroup memory or by subgroups.
 GPU_WG_MIN_ROW = 32
 GPU_WG_SIZE, GPU_WG_SIZE_ONE_ROW = 64, 256
+# llvmpipe (lavapipe) breaks out of every loop of an invocation once they ran 65535 iterations together, silently
+# (docs/notes.md): a row whose loops would pass that in one invocation is spread over a workgroup instead.
+LOOP_BUDGET = 65535
 _SUBGROUP_OPS = {"{a} + {b}": "subgroupAdd", "max({a}, {b})": "subgroupMax", "min({a}, {b})": "subgroupMin",
                  "{a} * {b}": "subgroupMul"}
 
@@ -111,6 +114,9 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
     rows = D.product([k for k, _ in kept])
     n = D.product([r for r, _ in red])
     mode = mode or ("loop" if scan else choose_mode(rows, n, ctx.kclass))
+    loops = len(stats) + (elem_out is not None or scan is not None)  # loops over the row per invocation
+    if mode == "loop" and not scan and isinstance(n, int) and loops * n >= LOOP_BUDGET:
+        mode = "wg"
     params: dict = {"rows": rows, "R": n, "n_R": n}
     for i, (size, stride) in enumerate(kept):
         params[f"k{i}"], params[f"ks{i}"] = size, stride
@@ -135,6 +141,8 @@ def row_kernel(ctx, x, axes, stats: list[Stat], row_outs=(), elem_out=None, read
         wg = WG_SIZE
         if ctx.kclass.workgroup_memory:
             wg = GPU_WG_SIZE_ONE_ROW if rows == 1 else GPU_WG_SIZE
+        if isinstance(n, int) and loops * -(-n // wg) >= LOOP_BUDGET:
+            wg = GPU_WG_SIZE_ONE_ROW  # WebGPU's default limit of invocations; past it a row must be split
         ctx.dispatch("reduce.wgsl.j2", all_reads, writes, grid=grid, params=params, wg=wg, when=when, **tctx)
     else:
         ctx.dispatch("reduce.wgsl.j2", all_reads, writes, work=rows, params=params, wg=64, when=when, **tctx)

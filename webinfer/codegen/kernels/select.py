@@ -108,19 +108,27 @@ def _wanted(ctx, i: int) -> bool:
     return i < len(outs) and outs[i] is not None and bool(outs[i].name)
 
 
+NMS_WG = 256  # lanes marking the boxes a kept box suppresses (WebGPU's default limit of invocations)
+MAX_SYMBOLIC_ROWS = 1 << 20  # NMS rows buffered when the box count is symbolic (the bound is then the limit's)
+
+
 @lowering("NonMaxSuppression")
 def lower_nms(ctx) -> None:
-    """One invocation per (batch, class) selects greedily, best score first (ties: lower box index), skipping
-    boxes whose IoU with a kept one exceeds the threshold, at most max_output_boxes_per_class; a scan over the
+    """Per (batch, class) greedy selection, best score first (ties: lower box index), skipping boxes whose IoU
+    with a kept one exceeds the threshold, at most max_output_boxes_per_class (nms.wgsl.j2); a scan over the
     per-class counts places each class's rows, in (batch, class) order."""
     import numpy as np
 
     boxes, scores = ctx.inputs[0], ctx.inputs[1]
-    b, c, n = (_static(ctx, d, "boxes and scores dims") for d in (scores.shape[0], scores.shape[1], scores.shape[2]))
+    b, c = (_static(ctx, d, "the batch and class dims") for d in (scores.shape[0], scores.shape[1]))
+    n = scores.shape[2]  # symbolic when the model takes any image size (the anchors follow H and W)
     limit = ctx.host_ints(2) if ctx.has_input(2) else [0]
     if limit is None or len(limit) != 1 or not isinstance(limit[0], int):
         raise ctx.unsupported("max_output_boxes_per_class must be known at build time")
-    per_class = min(max(limit[0], 0), n)
+    per_class = min(max(limit[0], 0), n) if isinstance(n, int) else max(limit[0], 0)
+    if not isinstance(n, int) and b * c * per_class > MAX_SYMBOLIC_ROWS:
+        raise ctx.unsupported(f"max_output_boxes_per_class {limit[0]} with a symbolic box count (buffers are "
+                              f"sized for {b * c} x that many rows; at most {MAX_SYMBOLIC_ROWS} rows)")
     if per_class == 0 or b * c == 0:
         ctx.set_const(0, np.zeros((0, 3), np.int64))
         return
@@ -128,12 +136,15 @@ def lower_nms(ctx) -> None:
     for i, name in ((3, "iou"), (4, "thr")):
         if ctx.has_input(i):
             reads[name] = ctx.gpu(ctx.inputs[i])
-    taken, chosen = ctx.temp("uint32", (b * c * n,)), ctx.temp("int32", (b * c * per_class,))
+    taken, chosen = ctx.temp("uint32", (D.mul(b * c, n),)), ctx.temp("int32", (b * c * per_class,))
     counts, count = ctx.temp("uint32", (b * c,)), ctx.temp("int32", (1,))
-    params = {"C": c, "N": n, "M": per_class, "BC": b * c}
+    # the bitonic sort's power of two (2n bounds it when n is symbolic)
+    pad = 1 << max(n - 1, 0).bit_length() if isinstance(n, int) else D.mul(n, 2)
+    order = ctx.temp("int32", (D.mul(b * c, pad),))
+    params = {"C": c, "N": n, "M": per_class, "BC": b * c, "P": pad}
     tctx = {"centers": bool(ctx.attr("center_point_box", 0)), "has_iou": "iou" in reads, "has_thr": "thr" in reads}
-    ctx.dispatch("select.wgsl.j2", reads, {"taken": taken, "chosen": chosen, "part": counts}, work=b * c, wg=64,
-                 params=params, kind="nms_select", **tctx)
+    ctx.dispatch("nms.wgsl.j2", reads, {"order": order, "taken": taken, "chosen": chosen, "part": counts},
+                 grid=(min(b * c, 65535), -(-b * c // 65535), 1), wg=NMS_WG, params=params, **tctx)
     exclusive_scan(ctx, counts, count)
     out = ctx.output(0, "int64", (ctx.counted(count, b * c * per_class), 3))
     ctx.dispatch("select.wgsl.j2", {"chosen": chosen, "part": counts, "count": count}, {"out": out}, work=b * c,

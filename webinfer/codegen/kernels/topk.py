@@ -7,7 +7,8 @@ from ... import dims as D
 from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
-from .reduce import _HIGHEST, _LOWEST, same
+from .norm import _SOFTMAX
+from .reduce import _HIGHEST, _LOWEST, LOOP_BUDGET, row_kernel, same
 
 
 @lowering("TopK")
@@ -24,13 +25,20 @@ def lower_softmax_topk(ctx) -> None:
     if x.dtype != "float32":
         raise ctx.unsupported(f"input type {x.dtype} (expected float32)")
     probs = ctx.output(0, x.dtype, x.shape)
-    topk(ctx, ctx.host_ints(1), x.rank - 1, 1, probs)
+    k, n = ctx.host_ints(1), x.shape[-1]
+    if k and len(k) == 1 and not (isinstance(n, int) and (3 + k[0]) * n < LOOP_BUDGET):
+        # one invocation would pass lavapipe's loop limit (ImageNet-21k's 21843 classes): Softmax's own row
+        # kernel, then TopK ranks its result
+        stats, expr = _SOFTMAX["Softmax"]
+        row_kernel(ctx, x, [x.rank - 1], stats, elem_out=(probs, expr))
+        return topk(ctx, k, x.rank - 1, 1, src=probs)
+    topk(ctx, k, x.rank - 1, 1, probs)
 
 
-def topk(ctx, k, axis: int, first: int, probs=None) -> None:
-    """TopK of input 0 along ``axis`` into outputs ``first`` (values) and ``first + 1`` (indices); with
-    ``probs``, of the softmax of input 0 along ``axis``, written there first."""
-    x = ctx.inputs[0]
+def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
+    """TopK of input 0 (or of ``src``) along ``axis`` into outputs ``first`` (values) and ``first + 1``
+    (indices); with ``probs``, of the softmax of input 0 along ``axis``, written there first."""
+    x = ctx.inputs[0] if src is None else src
     if k is None or len(k) != 1:
         raise ctx.unsupported("k must be known at build time")
     k = k[0]
@@ -52,6 +60,13 @@ def topk(ctx, k, axis: int, first: int, probs=None) -> None:
     # "a comes after b" in the output order: smaller first when largest, larger first otherwise
     ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
+    n = x.shape[axis]
+    if probs is None and not (isinstance(n, int) and k * n < LOOP_BUDGET):  # lavapipe's loop limit: rank instead
+        params["total"] = D.mul(rows, n)
+        ctx.dispatch("topk_rank.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices},
+                     work=params["total"], params=params, wg=64, rank=len(kept), helpers=helpers,
+                     before=ranked_after("v", "u"), tie=same(t, "u", "v"))
+        return
     writes = {"probs": probs} if probs is not None else {}
     ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {**writes, "values": values, "indices": indices}, work=rows,
                  params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],

@@ -189,6 +189,55 @@ class Recipes:
         x = np.array([[5.1, 3.5], [6.2, 2.9], [7.7, 3.0]], np.float32)  # sepal length, width of three irises
         return {infos[0].name: x}
 
+    # -- streaming audio models and music features (speech enhancement, madmom) ------------------------
+    def r_logmel_nchw(self, infos, frames: int, mels: int):
+        """Log-mel [1, 1, frames, mels] of 25 ms windows every 10 ms (the model normalizes it itself)."""
+        power = self.stft_power(self.samples(160 * frames), 400, 160)[:frames]
+        return {infos[0].name: np.log(power @ mel_filters(16000, 400, mels).T + 1e-6).astype(np.float32)[None, None]}
+
+    def r_stream(self, infos, kind: str, n_fft: int, hop: int, warm: int):
+        """One frame of a streaming model, its state inputs carried over ``warm`` earlier frames by onnxruntime.
+
+        The first input takes the frame (``magnitude``: |rfft| [1, 1, bins]; ``wave``: the samples [1, 1, n];
+        ``complex``: the sqrt-Hann STFT frame [1, bins, 1, 2]); each other input is a state that the output of
+        the same position returns, zero at the start, as the packages stream audio.
+        """
+        import onnxruntime as ort
+
+        audio = self.samples(16000 * 2)
+        win = np.sqrt(np.hanning(n_fft + 1)[:-1]).astype(np.float32)
+
+        def frame(k):
+            x = audio[16000 + k * hop:16000 + k * hop + n_fft]
+            if kind == "wave":
+                return x[None, None]
+            spec = np.fft.rfft(x * (win if kind == "complex" else 1.0))
+            if kind == "magnitude":
+                return np.abs(spec).astype(np.float32)[None, None]
+            return np.stack([spec.real, spec.imag], -1).astype(np.float32)[None, :, None]
+
+        states = [np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32) for i in infos[1:]]
+        s = ort.InferenceSession(str(self.cache / "models" / f"{self.entry['id']}.onnx"),
+                                 providers=["CPUExecutionProvider"])
+        for k in range(warm):
+            states = s.run(None, {infos[0].name: frame(k), **{i.name: v for i, v in zip(infos[1:], states)}})[1:]
+        return {infos[0].name: frame(warm), **{i.name: np.asarray(v, np.float32) for i, v in zip(infos[1:], states)}}
+
+    def r_spectral_frames(self, infos, frames: int, bins: int, channels: int = 0):
+        """Log filterbank frames [frames, bins] (or [frames, bins, channels] from STFTs of 1024, 2048, 4096
+        points), 100 frames a second, log10(1 + x) as madmom scales them; other inputs (RNN states) zero."""
+        audio = self.samples(160 * frames)
+
+        def bank(n_fft):
+            power = self.stft_power(audio, n_fft, 160)[:frames]
+            return np.log10(1 + np.sqrt(power) @ mel_filters(16000, n_fft, bins).T * 100)
+
+        x = bank(2048) if not channels else np.stack([bank(1024 << c) for c in range(channels)], -1)
+        feeds = {infos[0].name: x.astype(np.float32)}
+        for i in infos[1:]:
+            feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
+        return feeds
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""

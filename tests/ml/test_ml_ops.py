@@ -215,3 +215,19 @@ def test_tree_records_are_16_bytes(monkeypatch, tmp_path):
     node = helper.make_node("TreeEnsembleClassifier", ["X"], ["Y", "Z"], domain=ML, classlabels_int64s=[0, 1, 2],
                             post_transform="SOFTMAX", **attrs)
     check(_classifier(node, x, 3), {"X": x}, tmp_path)
+
+
+@pytest.mark.parametrize("broken", ["child", "weight"])
+def test_tree_pointing_at_a_missing_node_is_refused(broken, tmp_path):
+    from webinfer.build import build
+    from webinfer.errors import WebinferError
+
+    x = _tree_input()
+    attrs = _random_forest(2, 2, 5, ALL_MODES, "target", 1)
+    if broken == "child":
+        attrs["nodes_truenodeids"][0] = 99
+    else:
+        attrs["target_nodeids"][-1] = 42
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
+    with pytest.raises(WebinferError, match="does not exist"):
+        build(_model(node, x, [("Y", TensorProto.FLOAT, [16, 1])]), str(tmp_path / "a.wi"))

@@ -231,3 +231,16 @@ def test_tree_pointing_at_a_missing_node_is_refused(broken, tmp_path):
     node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
     with pytest.raises(WebinferError, match="does not exist"):
         build(_model(node, x, [("Y", TensorProto.FLOAT, [16, 1])]), str(tmp_path / "a.wi"))
+
+
+def test_a_forest_longer_than_llvmpipe_loop_budget(tmp_path):
+    """llvmpipe ends every loop of an invocation after 65535 iterations in all (a walk step costs two): 2400 trees
+    40 deep (a path with a leaf off each node, as boosted trees grow) walked by rows that go deep, or not, in one
+    workgroup take about 96,000 steps (800 such trees in one dispatch already went wrong; PyPI luscinia's
+    LightGBM has 7000); the walk is split into dispatches by tree range and must equal onnxruntime."""
+    from ml_trees_fixture import caterpillar_forest
+
+    x = np.linspace(-1, 1, 6 * 5, dtype=np.float32).reshape(6, 5)
+    attrs = caterpillar_forest(2400, 40, 5, "target", rng)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
+    check(_model(node, x, [("Y", TensorProto.FLOAT, [6, 1])]), {"X": x}, tmp_path, rtol=1e-4)

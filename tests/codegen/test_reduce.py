@@ -155,3 +155,32 @@ def test_long_symbolic_row(op):
         return {"x": x}
 
     check_shapes(model, feeds, [70001, 200000])
+
+
+@pytest.mark.parametrize("op,shape", [("Softmax", (3, 40000)), ("ReduceSum", (3, 70000)), ("ArgMax", (4, 50000))])
+def test_rows_longer_than_llvmpipe_loops_on_many_rows(op, shape):
+    """llvmpipe's loop limiter ends an invocation's loops after some 30,000 iterations in all: a softmax of 3 rows of
+    40,000 (three passes) came out wrong from the loop-per-row kernel; rows this long take a workgroup each."""
+    x = f32(shape)
+    if op == "ReduceSum":
+        check_node(op, {"x": x}, initializers={"axes": np.array([1], np.int64)}, keepdims=0, rtol=1e-4, atol=1e-4)
+    else:
+        check_node(op, {"x": x}, axis=1, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,axis,k", [((3, 30000), 1, 3), ((40000, 2), 0, 4), ((2, 3000), 1, 5)])
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_of_long_rows_takes_a_workgroup(monkeypatch, shape, axis, k, largest):
+    """k passes over a row of 30,000 outran llvmpipe's loop limiter (wrong values and indices, no error): long rows
+    take a workgroup each (topk_wg.wgsl.j2); ties (lower index first) and strided rows as before. The last case
+    forces the workgroup kernel on a short row."""
+    from webinfer.codegen.kernels import topk as TK
+
+    if shape[1] == 3000:
+        monkeypatch.setattr(TK, "LOOP_MAX", 0)
+    x = rng.integers(0, 700, size=shape).astype(np.float32)
+    check_node("TopK", {"x": x}, n_outputs=2, initializers={"k": np.array([k], np.int64)}, axis=axis,
+               largest=largest)
+    ints = rng.integers(-50, 50, size=shape).astype(np.int64)
+    check_node("TopK", {"x": ints}, n_outputs=2, initializers={"k": np.array([k], np.int64)}, axis=axis,
+               largest=largest)

@@ -278,3 +278,39 @@ def test_squeeze_without_axes_chosen_by_the_outputs_declared_ranks(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-5)
     with pytest.raises(WebinferError, match="Squeeze"):
         session.run(None, {"x": np.ones((2, 6, 1), np.float32)})
+
+
+@pytest.mark.parametrize("declared", [["out_dim_0"], [7]])
+def test_squeeze_without_axes_ignores_an_untraced_declared_rank(tmp_path, declared):
+    """madmom's converter declares every output [n]: a sequence head [frames, 1, 3] squeezed without axes is
+    declared rank 1, which only dropping ``frames`` would give, yet as a named dim (or a size other than the 3
+    that drop leaves) no exporter tracing frames at 1 wrote it. ONNX's rule stands: frames is kept, as
+    onnxruntime keeps it, not guarded == 1."""
+    w = np.random.default_rng(8).standard_normal((4, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [N("Unsqueeze", ["x", "ax"], ["u"]), N("MatMul", ["u", "w"], ["m"]), N("Squeeze", ["m"], ["y"])], "seq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["frames", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, declared)],
+        [numpy_helper.from_array(np.array([1], np.int64), "ax"), numpy_helper.from_array(w, "w")])
+    path = tmp_path / "seq.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    build(str(path), str(tmp_path / "a.wi"))
+    session = InferenceSession(str(tmp_path / "a.wi"))
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for frames in (5, 12):
+        x = np.random.default_rng(frames).standard_normal((frames, 4)).astype(np.float32)
+        want, got = ref.run(None, {"x": x})[0], session.run(None, {"x": x})[0]
+        assert got.shape == want.shape == (frames, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_traced_squeeze_fits():
+    named, batch, unnamed = ir.SymbolicDim("n"), ir.SymbolicDim("batch_size"), ir.SymbolicDim(None)
+    inputs = {"batch_size", "frames"}
+    assert shape_ops.traced_squeeze_fits(("batch", 1), [], inputs)                # a score traced at batch 1
+    assert shape_ops.traced_squeeze_fits(("frames", 3), [3], inputs)
+    assert shape_ops.traced_squeeze_fits(("frames", 3), [unnamed], inputs)
+    assert shape_ops.traced_squeeze_fits(("batch_size", 1, 2), [batch], inputs)   # AECMOS: a dynamic axis' name
+    assert not shape_ops.traced_squeeze_fits(("frames", 3), [named], inputs)      # madmom: a fresh name
+    assert not shape_ops.traced_squeeze_fits(("frames", 3), [7], inputs)
+    assert shape_ops.traced_squeeze_fits(("frames", 3), [named, 3], inputs)       # another rank: decided elsewhere

@@ -36,3 +36,12 @@ def test_not_fused_across_axes():
     p = model(nodes, feeds, ["v", "i"], {"k": np.array([2], np.int64)})
     assert after_pass(p, PASS) == ["Softmax", "TopK"]
     run_checked(p, feeds)
+
+
+def test_softmax_top_k_of_a_long_row():
+    """A vocabulary-sized row (32,000): the fused kernel reduces and selects with a workgroup per row."""
+    nodes = [h.make_node("Softmax", ["x"], ["p"], axis=-1), h.make_node("TopK", ["p", "k"], ["v", "i"])]
+    feeds = {"x": randn(2, 32000) * 3}
+    p = model(nodes, feeds, ["p", "v", "i"], {"k": np.array([5], np.int64)})
+    assert after_pass(p, PASS) == ["SoftmaxTopK"]
+    assert run_checked(p, feeds) == {"SoftmaxTopK": 1}

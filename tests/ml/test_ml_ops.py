@@ -200,3 +200,47 @@ def test_label_encoder_tensor_attributes(tmp_path):
                             values_tensor=helper.make_tensor("v", TensorProto.FLOAT, [3], [0.5, -2.0, 7.25]),
                             default_tensor=helper.make_tensor("d", TensorProto.FLOAT, [1], [-9.0]))
     check(_model(node, x, [("Y", TensorProto.FLOAT, [2, 3])], ml_opset=4), {"X": x}, tmp_path)
+
+
+def test_tree_records_are_16_bytes(monkeypatch, tmp_path):
+    """A large LightGBM ensemble (PyPI luscinia: 4.8 M nodes, 11 classes) must fit one 128 MiB binding, so a node
+    record takes 16 bytes: here 40 trees of 63 nodes (40 KiB of records, 80 KiB at 32 bytes) under a 64 KiB
+    binding limit, every mode and missing-value flag, still equal to onnxruntime."""
+    from webinfer.options import LIMITS
+
+    for tier in LIMITS.values():
+        monkeypatch.setitem(tier, "max_binding_bytes", 64 * 1024)
+    x = _tree_input()
+    attrs = _random_forest(40, 5, 5, ALL_MODES, "class", 3)
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["Y", "Z"], domain=ML, classlabels_int64s=[0, 1, 2],
+                            post_transform="SOFTMAX", **attrs)
+    check(_classifier(node, x, 3), {"X": x}, tmp_path)
+
+
+@pytest.mark.parametrize("broken", ["child", "weight"])
+def test_tree_pointing_at_a_missing_node_is_refused(broken, tmp_path):
+    from webinfer.build import build
+    from webinfer.errors import WebinferError
+
+    x = _tree_input()
+    attrs = _random_forest(2, 2, 5, ALL_MODES, "target", 1)
+    if broken == "child":
+        attrs["nodes_truenodeids"][0] = 99
+    else:
+        attrs["target_nodeids"][-1] = 42
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
+    with pytest.raises(WebinferError, match="does not exist"):
+        build(_model(node, x, [("Y", TensorProto.FLOAT, [16, 1])]), str(tmp_path / "a.wi"))
+
+
+def test_a_forest_longer_than_llvmpipe_loop_budget(tmp_path):
+    """llvmpipe ends an invocation's loops after some 30,000 iterations in all (its loop limiter): 2400 trees
+    40 deep (a path with a leaf off each node, as boosted trees grow) walked by rows that go deep, or not, in one
+    workgroup take about 96,000 steps (800 such trees in one dispatch already went wrong; PyPI luscinia's
+    LightGBM has 7000); the walk is split into dispatches by tree range and must equal onnxruntime."""
+    from ml_trees_fixture import caterpillar_forest
+
+    x = np.linspace(-1, 1, 6 * 5, dtype=np.float32).reshape(6, 5)
+    attrs = caterpillar_forest(2400, 40, 5, "target", rng)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, **attrs)
+    check(_model(node, x, [("Y", TensorProto.FLOAT, [6, 1])]), {"X": x}, tmp_path, rtol=1e-4)

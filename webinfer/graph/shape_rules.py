@@ -137,7 +137,10 @@ def _squeeze(si, node):
     if x is None:
         return None
     if axes is None:
-        rank = _declared_rank(node.outputs[0])
+        declared = _declared_shape(node.outputs[0])
+        rank = None if declared is None else len(declared)
+        if declared is not None and not shape_ops.traced_squeeze_fits(x, list(declared), si.input_dim_names()):
+            rank = -1  # a declared shape no traced-at-1 drop gives (madmom's rank-1 outputs): ONNX's rule, keep them
         if rank is None and any(not isinstance(d, int) for d in x):
             si.open_squeezes.append(node)  # infer() may try dropping them (the graph outputs' declared ranks)
             if node in si.squeeze_drop:
@@ -148,12 +151,12 @@ def _squeeze(si, node):
     return _passthrough_value(si, node, tuple(d for i, d in enumerate(x) if i not in drop))
 
 
-def _declared_rank(v: ir.Value, steps: int = 8) -> int | None:
-    """The rank the exporter declared for ``v``, or for the first declared value it flows into through elementwise
+def _declared_shape(v: ir.Value, steps: int = 8) -> ir.Shape | None:
+    """The shape the exporter declared for ``v``, or for the first declared value it flows into through elementwise
     ops whose other operands are single constants (a score head's Squeeze -> Sigmoid -> Mul -> Add -> output)."""
     for _ in range(steps):
         if v.shape is not None:
-            return len(v.shape)
+            return v.shape
         uses = list(v.uses())
         if len(uses) != 1 or v.is_graph_output():
             return None

@@ -109,6 +109,11 @@ class ShapeInference:
         return vals if vals is not None and D.is_static(vals) else None
 
     # -- the walk -------------------------------------------------------------------------------
+    def input_dim_names(self) -> set[str]:
+        """The names of the graph inputs' symbolic dims (a traced export names its outputs' dynamic axes so)."""
+        return {d.value for v in self.model.graph.inputs if v.shape is not None for d in v.shape
+                if isinstance(getattr(d, "value", None), str)}
+
     def run(self) -> "ShapeInference":
         for node in self.model.graph:
             if node.domain == "ai.onnx.ml":

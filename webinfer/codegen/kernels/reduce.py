@@ -26,6 +26,7 @@ _HIGHEST = {"f32": POS_INF, "i32": "2147483647i", "u32": "4294967295u"}
 WG_MIN_ROW = 4096
 WG_MAX_ROWS = 2
 WG_SIZE = 128
+LOOP_MAX_ROW = 8192  # longest row one invocation loops over (software GPUs; llvmpipe's loop limiter)
 # Real GPUs (onnxruntime's Softmax/LayerNorm, llama.cpp's row_norm, TVM): one workgroup per row from short
 # rows on, 64 invocations (256 for a single row), statistics reduced in workgroup memory or by subgroups.
 GPU_WG_MIN_ROW = 32
@@ -98,8 +99,11 @@ def choose_mode(rows, n, kclass) -> str:
     if kclass.workgroup_memory:
         return "loop" if isinstance(n, int) and n < GPU_WG_MIN_ROW else "wg"
     # (a row of symbolic length too: lavapipe ends any loop after 65535 iterations, so one invocation cannot sum a
-    # 30-second waveform; docs/notes.md)
-    if isinstance(rows, int) and rows <= WG_MAX_ROWS and (not isinstance(n, int) or n >= WG_MIN_ROW):
+    # 30-second waveform; docs/notes.md). Nor can it walk a row of LOOP_MAX_ROW, whatever the rows: a softmax
+    # makes three passes, and llvmpipe's loop limiter already cut 3 x 40,000 (ReduceSum 70,000) short.
+    if not isinstance(n, int) or n >= LOOP_MAX_ROW:
+        return "wg"
+    if isinstance(rows, int) and rows <= WG_MAX_ROWS and n >= WG_MIN_ROW:
         return "wg"
     return "loop"
 

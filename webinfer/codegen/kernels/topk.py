@@ -68,7 +68,17 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
                      before=ranked_after("v", "u"), tie=same(t, "u", "v"))
         return
     writes = {"probs": probs} if probs is not None else {}
-    ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, {**writes, "values": values, "indices": indices}, work=rows,
-                 params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
-                 after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
-                 helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])
+    n = x.shape[axis]
+    common = dict(params=params, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
+                  after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
+                  helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])
+    outs = {**writes, "values": values, "indices": indices}
+    if isinstance(n, int) and (k + 3) * n <= LOOP_MAX:
+        ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, outs, work=rows, wg=64, **common)
+        return
+    ctx.dispatch("topk_wg.wgsl.j2", {"x": ctx.gpu(x)}, outs, work=D.mul(rows, WG), wg=WG, WG=WG,
+                 merge_better=ranked_after("cv", "ov"), merge_tie=same(t, "ov", "cv"), **common)
+
+
+LOOP_MAX = 8192  # selection steps one invocation may loop through (llvmpipe's loop limiter: some 30,000 in all)
+WG = 256  # invocations sharing a long row

@@ -70,7 +70,8 @@ def test_topk_ranking_kernel_on_small_rows(monkeypatch, shape, axis, k, largest)
     """The ranking kernel on the shapes of test_reduce.py's TopK cases (forced: the budget set to 0), NaNs too."""
     from webinfer.codegen.kernels import topk as T
 
-    monkeypatch.setattr(T, "LOOP_BUDGET", 0)
+    monkeypatch.setattr(T, "LOOP_MAX", 0)
+    monkeypatch.setattr(T, "WG_LOOP_MAX", 0)
     x = rng.integers(0, 5, size=shape).astype(np.float32)
     x.flat[::4] = np.nan  # NaN ranks above +inf, as in onnxruntime
     x.flat[1::5] = np.inf

@@ -1,5 +1,6 @@
-"""TopK: one invocation per row selects the k best elements in order (``topk.wgsl.j2``), optionally of the row's
-softmax (``webinfer.SoftmaxTopK``)."""
+"""TopK: the k best elements of a row in order, optionally of the row's softmax (``webinfer.SoftmaxTopK``): one
+invocation per short row (``topk.wgsl.j2``), a workgroup per long row (``topk_wg.wgsl.j2``), or, past what even
+that loops through, each element ranking itself (``topk_rank.wgsl.j2``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
 from .norm import _SOFTMAX
-from .reduce import _HIGHEST, _LOWEST, LOOP_BUDGET, row_kernel, same
+from .reduce import _HIGHEST, _LOWEST, row_kernel, same
 
 
 @lowering("TopK")
@@ -26,9 +27,9 @@ def lower_softmax_topk(ctx) -> None:
         raise ctx.unsupported(f"input type {x.dtype} (expected float32)")
     probs = ctx.output(0, x.dtype, x.shape)
     k, n = ctx.host_ints(1), x.shape[-1]
-    if k and len(k) == 1 and not (isinstance(n, int) and (3 + k[0]) * n < LOOP_BUDGET):
-        # one invocation would pass lavapipe's loop limit (ImageNet-21k's 21843 classes): Softmax's own row
-        # kernel, then TopK ranks its result
+    if k and len(k) == 1 and not (isinstance(n, int) and _wg_steps(k[0], n, True) <= WG_LOOP_MAX):
+        # even a workgroup per row would pass lavapipe's loop limit: Softmax's own row kernel, then TopK of its
+        # result
         stats, expr = _SOFTMAX["Softmax"]
         row_kernel(ctx, x, [x.rank - 1], stats, elem_out=(probs, expr))
         return topk(ctx, k, x.rank - 1, 1, src=probs)
@@ -61,14 +62,15 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
     ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
     n = x.shape[axis]
-    if probs is None and not (isinstance(n, int) and k * n < LOOP_BUDGET):  # lavapipe's loop limit: rank instead
+    # one invocation per row while it loops little; a workgroup per row while its invocations do; else each
+    # element ranks itself (n steps an invocation; a symbolic n too): lavapipe's loop limit, docs/notes.md
+    if probs is None and not (isinstance(n, int) and ((k + 3) * n <= LOOP_MAX or _wg_steps(k, n) <= WG_LOOP_MAX)):
         params["total"] = D.mul(rows, n)
         ctx.dispatch("topk_rank.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices},
                      work=params["total"], params=params, wg=64, rank=len(kept), helpers=helpers,
                      before=ranked_after("v", "u"), tie=same(t, "u", "v"))
         return
     writes = {"probs": probs} if probs is not None else {}
-    n = x.shape[axis]
     common = dict(params=params, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
                   after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
                   helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])
@@ -82,3 +84,10 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
 
 LOOP_MAX = 8192  # selection steps one invocation may loop through (llvmpipe's loop limiter: some 30,000 in all)
 WG = 256  # invocations sharing a long row
+WG_LOOP_MAX = 8192  # the same limit for one invocation of the workgroup kernel (past it: the ranking kernel)
+
+
+def _wg_steps(k: int, n: int, softmax: bool = False) -> int:
+    """Loop steps of one invocation of topk_wg.wgsl.j2: k selections (3 softmax passes) over its share of the
+    row, and k merges of log2(WG) levels."""
+    return (k + 3 * softmax) * -(-n // WG) + k * (WG.bit_length() - 1)

@@ -29,6 +29,7 @@ from . import (
     pair_matmuls,
     reorder,
     sink_transposes,
+    split_input_dims,
     unflatten_matmuls,
 )
 
@@ -37,6 +38,7 @@ from . import (
 # see graph/optimize.py) run between the clean-up and the fusions, so that they match the exporter's
 # spelling before elementwise chains are merged; dce last sweeps whatever the others left unused.
 CLEANUP = {
+    "split_input_dims": split_input_dims.run,  # first: before any pass bakes a shared name's equality in
     "fold_constants": fold_constants.run,
     "fold_shapes": fold_shapes.run,
     "identity": identity.run,

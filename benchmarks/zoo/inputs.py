@@ -208,6 +208,26 @@ class Recipes:
                 for r in range(rows) for c in range(cols)]
         return {infos[0].name: feat, infos[1].name: np.array([dets], np.int64)}
 
+    def r_seal(self, infos, size):
+        """A red round stamp (a ring, text along it, a star) on a page of black text, ImageNet-normalized NCHW."""
+        from PIL import Image, ImageDraw, ImageFont
+
+        h, w = size
+        im = Image.fromarray(draw("document", h, w, 0).astype(np.uint8))
+        d = ImageDraw.Draw(im)
+        cx, cy, r = w * 0.5, h * 0.5, min(h, w) * 0.3
+        d.ellipse([cx - r, cy - r, cx + r, cy + r], outline=(210, 30, 40), width=max(3, int(r * 0.06)))
+        font = ImageFont.load_default(size=max(12, int(r * 0.16)))
+        text = "WEBINFER TABLE COMPANY LIMITED"
+        for k, ch in enumerate(text):
+            a = np.pi * (1.15 + 0.7 * k / (len(text) - 1))  # along the upper arc, left to right
+            d.text((cx + 0.78 * r * np.cos(a), cy + 0.78 * r * np.sin(a)), ch, fill=(210, 30, 40), font=font, anchor="mm")
+        d.regular_polygon((cx, cy, r * 0.2), 5, fill=(210, 30, 40))
+        d.text((cx, cy + r * 0.45), "SEAL 2024", fill=(210, 30, 40), font=font, anchor="mm")
+        x = (np.asarray(im, np.float32) / 255.0 - np.array([0.485, 0.456, 0.406], np.float32)) / np.array(
+            [0.229, 0.224, 0.225], np.float32)
+        return {infos[0].name: np.ascontiguousarray(x.transpose(2, 0, 1)[None].astype(np.float32))}
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""

@@ -25,6 +25,7 @@ from . import (
     fuse_norms,
     fuse_softmax_topk,
     identity,
+    loop_counters,
     matmul_gemm,
     pair_matmuls,
     reorder,
@@ -41,6 +42,7 @@ CLEANUP = {
     "split_input_dims": split_input_dims.run,  # first: before any pass bakes a shared name's equality in
     "fold_constants": fold_constants.run,
     "fold_shapes": fold_shapes.run,
+    "loop_counters": loop_counters.run,  # a Loop-carried counter: an expression of the iteration dim
     "identity": identity.run,
     "cse": cse.run,
     "sink_transposes": sink_transposes.run,  # below row-local ops (a q/k norm), towards what reads the layout

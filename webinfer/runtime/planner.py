@@ -10,7 +10,7 @@ import struct
 from .. import dims as D
 from ..dtypes import gpu_nbytes
 from ..errors import WebinferError
-from ..format.schema import Manifest, Program, Step
+from ..format.schema import LoopEntry, Manifest, Program, Step
 from ..format.steps import step_dims, step_runs
 from .branches import cannot_run, left_out
 from .control_flow import host_reads, loop_ranges
@@ -41,6 +41,7 @@ class Planner:
         self.base = [spec.base(tid) for tid in range(len(self.tensors))]
         self.cache = PlanCache(device)
         self._size_check = SizeCheck([numel_expr(t.shape) for t in self.tensors], self.bounds)
+        self._ranged = ranged_tensors(self._size_check.tensors, program.control)
         self._live = None  # lifetimes: the same for every binding
 
     def plan(self, env: dict) -> Plan:
@@ -58,6 +59,8 @@ class Planner:
         self.cache.make_room()
         base = self.base
         numel = [D.evaluate(numel_expr(t.shape), size_env) for t in self.tensors]
+        for tid, (expr, it) in self._ranged.items():  # most elements over the loop's iterations
+            numel[tid] = largest(expr, size_env, it)
         skip, unused = left_out(self.spec, self.program, base, env)  # only If branches that cannot run use
         numel = [0 if tid in unused else n for tid, n in enumerate(numel)]
         self._check_sizes(numel, size_env, unused)
@@ -100,12 +103,19 @@ class Planner:
             t = self.tensors[tid]
             if tid in unused:
                 continue
-            if n < 0 or any(D.evaluate(d, env) < 0 for d in t.shape):
+            it = self._ranged[tid][1] if tid in self._ranged else None
+            if n < 0 or any((D.evaluate(d, env) if it is None else largest(d, env, it)) < 0 for d in t.shape):
                 raise WebinferError(f"tensor {tid} has a negative dim at these dims ({shape_text(t.shape)})")
             if self.nbytes(tid, n) > limit:
                 raise WebinferError(f"tensor {tid} needs {self.nbytes(tid, n)} bytes at these dims, more than "
                                     f"this device's largest buffer ({limit})")
-            if base[tid] != tid:
+            if base[tid] != tid and tid in self._ranged:  # inside its base at each iteration where it is not empty
+                expr, it = self._ranged[tid]
+                for i in range(int(env[it]) + 1):
+                    at = dict(env, **{it: i})
+                    if D.evaluate(expr, at) > 0:
+                        check_view(self.tensors, tid, base[tid], {**dict(enumerate(numel)), tid: D.evaluate(expr, at)}, at)
+            elif base[tid] != tid:
                 check_view(self.tensors, tid, base[tid], numel, env)
 
     def uniform_bytes(self, step: Step, env: dict) -> bytes:
@@ -171,6 +181,24 @@ class Planner:
     def nbytes(self, tid: int, numel: int) -> int:
         """GPU bytes of tensor ``tid`` at ``numel`` elements (packed types hold several per word)."""
         return gpu_nbytes(self.tensors[tid].dtype, numel)
+
+
+def ranged_tensors(nonmonotonic: list, control) -> dict[int, tuple]:
+    """tensor -> (element count, iteration dim) for the counts that depend on one loop's iteration dim without
+    being monotonic in it: Paddle's ``x[:, i:min(n, i + 1)]`` in a loop of up to 1024 iterations has
+    ``min(n, i + 1) - i`` elements, 1 while ``i < n`` and negative at the bound, where the other dims are sized."""
+    iters = {c.iter for c in control if isinstance(c, LoopEntry) and c.iter}
+    out = {}
+    for tid, n in nonmonotonic:
+        names = D.names(D.from_json(n)) & iters
+        if len(names) == 1:
+            out[tid] = (n, names.pop())
+    return out
+
+
+def largest(expr, env: dict, it: str) -> int:
+    """The largest value of a serialised dim over the iteration dim's range [0, its bound in ``env``]."""
+    return max(D.evaluate(expr, dict(env, **{it: i})) for i in range(int(env[it]) + 1))
 
 
 def numel_expr(shape):

@@ -19,10 +19,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ... import dims as D
 from ...errors import UnsupportedOpError
+from ...graph.passes.loop_counters import COUNTERS
 from .. import guard_scopes
 from ..nested import OptValue, SeqValue, is_nested
 from ..program import Tensor
@@ -142,7 +145,7 @@ def lower_if(ctx) -> None:
             for i, out in enumerate(outs):
                 ctx._set(i, out)
         flat = [_flatten(t) for t in results]
-        if [_signature(f) for f in flat] != [_signature(_flatten(o)) for o in outs]:
+        if not all(_fits(f, _flatten(o)) for f, o in zip(flat, outs)) or len(flat) != len(outs):
             why = "the branches' outputs differ in type, shape or structure"
             # (in the main graph or an If branch, whose guards are checked when it runs; not in a loop body)
             if guard_scopes.can_guard(lw) and _dim_predicate(ctx) is not None:
@@ -175,8 +178,19 @@ def _flatten(value) -> list:
     return [value]
 
 
-def _signature(flat: list) -> list:
-    return [x if isinstance(x, str) else (x.dtype, tuple(x.shape)) for x in flat]
+def _fits(flat: list, outs: list) -> bool:
+    """Whether a branch's results can be copied into the If's outputs (made from the then-branch's): the same
+    structure and types, each tensor of the same shape up to axes of size 1 (Paddle's ``True`` in one branch and
+    ``Cast(x[1])`` in the other: [] and [1]; onnxruntime gives whichever ran, the elements are the same)."""
+    if len(flat) != len(outs):
+        return False
+    for t, o in zip(flat, outs):
+        if isinstance(t, str) or isinstance(o, str):
+            if t != o:
+                return False
+        elif t.dtype != o.dtype or [d for d in t.shape if d != 1] != [d for d in o.shape if d != 1]:
+            return False
+    return True
 
 
 def _carry_back(ctx, outs: list[Tensor], ins: list[Tensor]) -> None:
@@ -236,17 +250,30 @@ def lower_loop(ctx) -> None:
     for j, s in enumerate(scans):
         out = ctx.output(n + j, s.dtype, (count_dim, *s.shape))
         _slice_kernel(ctx, "put", s, out, 1, s.numel, 1, D.Sym.name(it))
+    unread = frozenset(j for j, v in enumerate(body.inputs[2:]) if not v.uses())
     _end_loop(ctx, carried_out, carried, {"kind": "loop", "body": [start], "iter": it,
                                           "count": None if static_count else count, "trip": trip, "cond": cond,
-                                          "cond_out": cond_out_spec, "bound": bound})
+                                          "cond_out": cond_out_spec, "bound": bound}, unread)
+    for k, (v0, step) in json.loads(ctx.node.metadata_props.get(COUNTERS, "{}")).items():
+        c = carried[int(k)]  # a counter (graph/passes/loop_counters.py): its final value is known at build time
+        ctx.set_host(int(k), c.dtype, c.shape, [D.add(v0, D.mul(step, count_dim))] * int(D.product(c.shape)))
 
 
-def _end_loop(ctx, carried_out: list[Tensor], carried: list[Tensor], entry: dict) -> None:
+def _end_loop(ctx, carried_out: list[Tensor], carried: list[Tensor], entry: dict, unread: frozenset = frozenset()
+              ) -> None:
     """The end of a loop body: carried values back into the next iteration's inputs; the loop's final values
-    are those inputs; the control entry covers the body's steps."""
+    are those inputs; the control entry covers the body's steps. A carried value the body never reads (``unread``:
+    Paddle carries a variable first assigned inside the loop, its initial value a placeholder scalar) may change
+    type and shape: its tensor takes the body's output's (after no iteration it holds no value of the init's). One
+    the body reads keeps its initial shape where the body gives as many elements in another ([] and [1])."""
+    carried = list(carried)
+    for j in unread:
+        if not _same(carried_out[j], carried[j]):
+            carried[j] = ctx.temp(carried_out[j].dtype, carried_out[j].shape)
     for c, t in zip(carried_out, carried):
-        if not _same(c, t):
-            raise ctx.unsupported("a loop-carried value changes type or shape between iterations")
+        if not _same(c, t) and not _fits([c], [t]):  # (the same elements, up to axes of 1: [] and [1])
+            raise ctx.unsupported(f"a loop-carried value changes type or shape between iterations: {t.dtype}"
+                                  f"{[D.to_text(d) for d in t.shape]} -> {c.dtype}{[D.to_text(d) for d in c.shape]}")
     _carry_back(ctx, carried_out, carried)
     for i, c in enumerate(carried):
         ctx._set(i, c)

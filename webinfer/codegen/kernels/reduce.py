@@ -199,6 +199,8 @@ def lower_reduce(ctx) -> None:
         return _noop_reduce(ctx, x, stats)
     keep = ctx.attr("keepdims", 1)
     shape = [1 if a in axes else d for a, d in enumerate(x.shape) if keep or a not in axes]
+    if ctx.op in HOST_REDUCE and x.sym is not None and D.is_static(x.shape):
+        return ctx.set_host(0, x.dtype, shape, host_reduce(ctx.op, x.sym, [int(d) for d in x.shape], axes))
     out = ctx.output(0, x.dtype, shape)
     if t == "bool":  # ReduceMax/Min on bool: any/all
         stats = [Stat("u32", *("0u", "max({a}, {b})") if ctx.op == "ReduceMax" else ("1u", "min({a}, {b})"),
@@ -208,6 +210,24 @@ def lower_reduce(ctx) -> None:
     k = len(stats) - 1
     res = f"s{k}" if stats[k].type == t else f"{t}(s{k})"
     row_kernel(ctx, x, axes, stats, row_outs=[("out", out, res)])
+
+
+# Reductions of small integer tensors of shape arithmetic (``min(#boxes NMS kept, keep_top_k)`` as the k of a
+# TopK): evaluated on the host over dims, so a symbolic count stays an expression.
+HOST_REDUCE = {"ReduceMin": D.dmin, "ReduceMax": D.dmax, "ReduceSum": D.add, "ReduceProd": D.mul}
+
+
+def host_reduce(op: str, values: list, shape: list[int], axes: list[int]) -> list:
+    """``op`` over ``axes`` of the row-major ``values`` of ``shape`` (the kept axes' order)."""
+    fn, out = HOST_REDUCE[op], {}
+    for flat, v in enumerate(values):
+        idx, rest = [], flat
+        for d in reversed(shape):
+            idx.append(rest % d)
+            rest //= d
+        key = tuple(i for a, i in enumerate(reversed(idx)) if a not in axes)
+        out[key] = v if key not in out else fn(out[key], v)
+    return [out[k] for k in sorted(out)]
 
 
 def _noop_reduce(ctx, x, stats) -> None:

@@ -25,10 +25,12 @@ from . import (
     fuse_norms,
     fuse_softmax_topk,
     identity,
+    loop_counters,
     matmul_gemm,
     pair_matmuls,
     reorder,
     sink_transposes,
+    split_input_dims,
     unflatten_matmuls,
 )
 
@@ -37,8 +39,10 @@ from . import (
 # see graph/optimize.py) run between the clean-up and the fusions, so that they match the exporter's
 # spelling before elementwise chains are merged; dce last sweeps whatever the others left unused.
 CLEANUP = {
+    "split_input_dims": split_input_dims.run,  # first: before any pass bakes a shared name's equality in
     "fold_constants": fold_constants.run,
     "fold_shapes": fold_shapes.run,
+    "loop_counters": loop_counters.run,  # a Loop-carried counter: an expression of the iteration dim
     "identity": identity.run,
     "cse": cse.run,
     "sink_transposes": sink_transposes.run,  # below row-local ops (a q/k norm), towards what reads the layout

@@ -94,3 +94,31 @@ def test_paddle_counter_loop_matches_onnxruntime(n):
     for g, w in zip(got, want):
         assert np.asarray(g).size == w.size
         np.testing.assert_allclose(np.asarray(g).reshape(w.shape), w, rtol=1e-6, atol=1e-6)
+
+
+def test_a_reshaped_unread_carry_after_no_iteration_is_refused_not_wrong():
+    """A carried value the body never reads takes the body's shape ([1] -> [3]); after no iteration onnxruntime
+    gives the initial [1] value, which no buffer of the build holds: such a run is one clear error, never zeros."""
+    from webinfer.errors import WebinferError
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), const("two", 2.0, np.float32),
+         helper.make_node("Mul", ["a_in", "two"], ["a_out"]), helper.make_node("Add", ["a_in", "two"], ["b_out"])],
+        "body", [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
+                 helper.make_tensor_value_info("a_in", F, [3]), helper.make_tensor_value_info("b_in", F, ["n"])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("a_out", F, [3]),
+         helper.make_tensor_value_info("b_out", F, [3])])
+    graph = helper.make_graph(
+        [const("go", True, np.bool_), helper.make_node("Loop", ["m", "go", "a0", "b0"], ["a", "b"], body=body)], "g",
+        [helper.make_tensor_value_info("m", I64, []), helper.make_tensor_value_info("a0", F, [3]),
+         helper.make_tensor_value_info("b0", F, [1])],
+        [helper.make_tensor_value_info("a", F, [3]), helper.make_tensor_value_info("b", F, ["k"])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep, ref = WebinferRep(proto), ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {"a0": np.array([1, 2, 3], np.float32), "b0": np.array([7], np.float32)}
+    for m in (1, 3):
+        f = {"m": np.array(m, np.int64), **feeds}
+        for got, want in zip(rep.run(f), ref.run(None, f)):
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(WebinferError, match="must run at least once"):
+        rep.run({"m": np.array(0, np.int64), **feeds})

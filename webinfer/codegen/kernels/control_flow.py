@@ -251,6 +251,14 @@ def lower_loop(ctx) -> None:
         out = ctx.output(n + j, s.dtype, (count_dim, *s.shape))
         _slice_kernel(ctx, "put", s, out, 1, s.numel, 1, D.Sym.name(it))
     unread = frozenset(j for j, v in enumerate(body.inputs[2:]) if not v.uses())
+    reshaped = [body.inputs[2 + j].name for j in sorted(unread) if not _same(carried_out[j], carried[j])]
+    if reshaped:  # after no iteration such a value would keep its initial type and shape, which no buffer has
+        why = (f"the loop must run at least once: its carried value {reshaped[0]!r} takes the body's shape, not "
+               f"its initial one")
+        if not static_count:
+            guard_scopes.record(lw, D.add(count_dim, -1), why)
+        elif count < 1:
+            raise ctx.unsupported(why)
     _end_loop(ctx, carried_out, carried, {"kind": "loop", "body": [start], "iter": it,
                                           "count": None if static_count else count, "trip": trip, "cond": cond,
                                           "cond_out": cond_out_spec, "bound": bound}, unread)

@@ -241,7 +241,7 @@ def literal(value: float) -> str:
     return wgsl_literal(value, "f32")
 
 
-# --- CumSum / CumProd: the row kernel in scan mode (one invocation walks each row in order) ---------
+# --- CumSum / CumProd: the row kernel in scan mode (one invocation walks each row), chunked past the limit
 
 @lowering("CumSum", "CumProd")
 def lower_cumulative(ctx) -> None:
@@ -256,4 +256,10 @@ def lower_cumulative(ctx) -> None:
     scan = {"out": out, "type": t, "init": f"{t}({int(prod)})", "combine": "acc * v" if prod else "acc + v",
             "exclusive": bool(ctx.attr("exclusive", 0)),
             "reverse": bool(ctx.attr("reverse", 0))}
+    kept, red = split_axes(x.shape, {axis} if x.rank else set())
+    n = D.product([r for r, _ in red])
+    if not isinstance(n, int) or n >= LOOP_BUDGET:  # one invocation a row would pass lavapipe's loop limit
+        from .long_scan import chunked_scan
+
+        return chunked_scan(ctx, x, kept, red, scan)
     row_kernel(ctx, x, [axis] if x.rank else [], [], scan=scan)

@@ -19,6 +19,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import HELPERS, elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
+from .loop_limit import check_loop
 from .quant_matmul import gemv_kn
 from .tiles import choose_tiling, row_steps, tiled_matmul
 
@@ -81,6 +82,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         return
     grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
     vec = t.vec
+    check_loop(ctx, k // 4 if vec and isinstance(k, int) else k, "the inner dimension K")
     if isinstance(nb, int) and nb > 65535:
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     params["wx"] = t.wx  # (a uniform: products of other aspects share the pipeline)

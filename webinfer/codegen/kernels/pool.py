@@ -11,6 +11,7 @@ from ..registry import lowering
 from ._floats import helper_sources
 from .conv import Window, window, window_params
 from .helpers import compute_type
+from .loop_limit import check_loop
 from .reduce import max_stat, row_kernel, sum_stat
 
 _INIT = {"f32": "bitcast<f32>(0xff800000u)", "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
@@ -28,6 +29,7 @@ def pool(ctx, mode: str, win: Window, *, include_pad: bool = False, p: int = 2) 
     if indices:
         writes["idx"] = ctx.output(1, "int64", out.shape)
     storage_order = int(ctx.attr("storage_order", 0))
+    check_loop(ctx, D.product(win.kernel), "the pooling window")
     params = {"total": out.numel, "P": D.product(win.out), "isp": D.product(in_sp), **window_params(win, in_sp)}
     ct = compute_type(x.dtype)
     greater = "less_nan(acc, v)" if ct == "f32" else "v > acc"
@@ -92,4 +94,13 @@ def lower_global_avgpool(ctx) -> None:
 
 @lowering("GlobalLpPool")
 def lower_global_lppool(ctx) -> None:
-    pool(ctx, "lp", _global_window(ctx.inputs[0]), include_pad=True, p=ctx.attr("p", 2))
+    """The row kernel as GlobalAveragePool's (a 300 x 300 window in one invocation passed lavapipe's loop
+    limit): sum |v|^p, then its p-th root."""
+    x = ctx.inputs[0]
+    if x.rank < 3 or compute_type(x.dtype) != "f32":
+        return pool(ctx, "lp", _global_window(x), include_pad=True, p=ctx.attr("p", 2))
+    p = int(ctx.attr("p", 2))
+    out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + (1,) * (x.rank - 2))
+    lit = f"{float(p)!r}"
+    stat = sum_stat("f32", f"pow(abs(v), {lit})", f"pow({{a}}, 1.0 / {lit})")
+    row_kernel(ctx, x, list(range(2, x.rank)), [stat], row_outs=[("out", out, "s0")])

@@ -14,6 +14,7 @@ from onnx.helper import tensor_dtype_to_np_dtype
 from ... import dims as D
 from ..registry import lowering
 from .helpers import compute_type, generate, normalize_axis
+from .loop_limit import check_loop
 from .reduce import literal
 
 
@@ -30,6 +31,7 @@ def _transform(ctx, x, out, *, outer, frames, K, inner, m, L, strides, inverse=F
     work = D.product([outer, frames, K, inner])
     if work == 0:
         return
+    check_loop(ctx, m, "the transform length")
     params = {"n": work, "K": K, "inner": inner, "frames": frames, "m": m, "L": L, **strides}
     reads = {"x": ctx.gpu(x), **({"w": ctx.gpu(window)} if window is not None else {})}
     ctx.dispatch("dft.wgsl.j2", reads, {"out": out}, work=work, params=params, complex=x.shape[-1] == 2,

@@ -7,8 +7,13 @@ from ... import dims as D
 from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
+from .loop_limit import check_loop
 from .norm import _SOFTMAX
 from .reduce import _HIGHEST, _LOWEST, LOOP_BUDGET, row_kernel, same
+
+# one invocation ranks an element against the whole row up to this length; past it, chunks of CHUNK_MIN or more
+RANK_MAX_N = LOOP_BUDGET
+CHUNK_MIN = 4096
 
 
 @lowering("TopK")
@@ -62,6 +67,9 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
     n = x.shape[axis]
     if probs is None and not (isinstance(n, int) and k * n < LOOP_BUDGET):  # lavapipe's loop limit: rank instead
+        if isinstance(n, int) and n >= RANK_MAX_N:
+            return _topk_chunks(ctx, x, values, indices, params, len(kept), helpers,
+                                before=ranked_after("v", "u"), tie=same(t, "u", "v"))
         params["total"] = D.mul(rows, n)
         ctx.dispatch("topk_rank.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices},
                      work=params["total"], params=params, wg=64, rank=len(kept), helpers=helpers,
@@ -72,3 +80,19 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
                  params=params, wg=64, rank=len(kept), t=t, worst=(_LOWEST if largest else _HIGHEST)[t],
                  after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
                  helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])
+
+
+def _topk_chunks(ctx, x, values, indices, params, rank, helpers, **order) -> None:
+    """Ranking over n >= 65535 elements passes lavapipe's loop limit: the best k of each chunk of C elements
+    first (an invocation per element, C iterations), then a ranking of those candidates (M = chunks x k)."""
+    k, n = params["K"], params["n"]
+    c = max(CHUNK_MIN, k, -(-n * k // (LOOP_BUDGET - 1)))
+    m = -(-n // c) * k
+    check_loop(ctx, max(c, m), "the axis length (each element ranked against its chunk or the candidates)")
+    rows = params["rows"]
+    cv, ci = ctx.temp(x.dtype, (D.mul(rows, m),)), ctx.temp("int32", (D.mul(rows, m),))
+    params = {**params, "C": c, "M": m}
+    ctx.dispatch("topk_chunks.wgsl.j2", {"x": ctx.gpu(x)}, {"cv": cv, "ci": ci}, work=D.mul(rows, n), params=params,
+                 wg=64, rank=rank, helpers=helpers, phase="chunk", **order)
+    ctx.dispatch("topk_chunks.wgsl.j2", {"cv": cv, "ci": ci}, {"values": values, "indices": indices},
+                 work=D.mul(rows, m), params=params, wg=64, rank=rank, helpers=helpers, phase="merge", **order)

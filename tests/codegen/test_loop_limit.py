@@ -1,0 +1,75 @@
+"""Kernels whose one invocation would loop 65535 times or more (lavapipe stops there, silently: every element
+of a MatMul with K = 66000 came out wrong) are refused at build, in one line, until they get a split form
+(codegen/kernels/loop_limit.py; scripts/audit_long_loops.py runs the whole audit). GlobalLpPool got one: the
+reductions' row kernel, against onnxruntime past the limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from scripts.audit_long_loops import f32, i64, model
+from webinfer.backend import WebinferRep
+from webinfer.cli import main
+from webinfer.errors import UnsupportedOpError
+
+rng = np.random.default_rng(3)
+
+# what loops past the limit in one invocation (as the line names it) -> (op, feeds, initializers, opset, attrs);
+# Einsum "ij,ij->i" is a batched matmul of K = 70000
+REFUSED = {
+    "K": ("MatMul", {"a": f32(1, 70_000), "b": f32(70_000, 3)}, {}, 18, {}),
+    "input channels x window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
+    "K ": ("Einsum", {"a": f32(3, 70_000), "b": f32(3, 70_000)}, {}, 18, {"equation": "ij,ij->i"}),
+    "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
+    "transform length": ("DFT", {"x": f32(1, 70_000, 1)}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 20, {}),
+    "items to compare": ("Unique", {"x": f32(70_000)}, {}, 18, {}),
+    "attended length": ("Attention", {"q": f32(1, 1, 1, 8), "k": f32(1, 1, 70_000, 8), "v": f32(1, 1, 70_000, 8)},
+                        {}, 23, {}),
+}
+
+
+@pytest.mark.parametrize("what", list(REFUSED))
+def test_past_the_loop_limit_is_refused(what):
+    op, feeds, inits, opset, attrs = REFUSED[what]
+    m = model(op, feeds, inits, 1, opset, **attrs)
+    with pytest.raises(UnsupportedOpError, match=f"{what}.*65535"):
+        WebinferRep(m, target="software").run(feeds)
+
+
+def test_refusal_is_one_line_from_the_cli(tmp_path, capsys):
+    op, feeds, inits, opset, attrs = REFUSED["K"]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model(op, feeds, inits, 1, opset, **attrs).SerializeToString())
+    rc = main(["build", str(path), "-o", str(tmp_path / "out"), "--target", "software"])
+    err = capsys.readouterr().err.split("\r")[-1].strip()  # (after the progress bar's last redraw)
+    assert rc != 0 and err.startswith("webinfer: error: ") and "\n" not in err and "K = 70000" in err, err
+
+
+def test_under_the_limit_still_builds():
+    """The same families just under the limit run, equal to onnxruntime (the check is not too eager)."""
+    feeds = {"a": f32(2, 30_000), "b": f32(30_000, 3)}
+    m = model("MatMul", feeds, {}, 1, 18)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(WebinferRep(m, target="software").run(feeds)[0], want, rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_global_lp_pool_over_long_windows(p):
+    """300 x 300 in one invocation passed the limit (every value wrong); now a row kernel per (n, c)."""
+    x = rng.standard_normal((2, 3, 300, 300)).astype(np.float32)
+    m = model("GlobalLpPool", {"x": x}, {}, 1, 18, p=p)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for target in ("software", "gpu"):
+        got = WebinferRep(m, target=target).run({"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, err_msg=target)
+
+
+def test_global_lp_pool_small():
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    m = model("GlobalLpPool", {"x": x}, {}, 1, 18, p=2)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(WebinferRep(m, target="software").run({"x": x})[0], want, rtol=1e-5)
+
+

@@ -77,6 +77,11 @@ CASES = {
     "ScatterElements 70000": ("updates per element", lambda: _m(
         "ScatterElements", {"d": f32(1, 70_000)}, {"i": rng.permutation(70_000).astype(np.int64)[None],
                                                    "u": f32(1, 70_000)}, axis=1)),
+    "ScatterND add 70000 updates, input indices": ("updates per element", lambda: _m(
+        "ScatterND", {"d": f32(10), "i": rng.integers(0, 10, (70_000, 1)), "u": f32(70_000)}, reduction="add")),
+    "ScatterElements add 70000, input indices": ("updates per element", lambda: _m(
+        "ScatterElements", {"d": f32(1, 10), "i": rng.integers(0, 10, (1, 70_000)), "u": f32(1, 70_000)},
+        axis=1, reduction="add")),
     "GatherElements 70000": ("none", lambda: _m("GatherElements", {"d": f32(1, 70_000)},
                                                 {"i": rng.integers(0, 70_000, (1, 70_000))}, axis=1)),
     "NonZero 1M": ("count scan", lambda: _m("NonZero", {"x": (rng.random(1_000_000) > 0.5).astype(np.float32)})),
@@ -91,9 +96,9 @@ CASES = {
     "LSTM T=20000 H=4": ("sequence x hidden", lambda: _m(
         "LSTM", {"x": f32(20_000, 1, 2, scale=0.1)}, {"w": f32(1, 16, 2, scale=0.3), "r": f32(1, 16, 4, scale=0.3)},
         n_out=1, hidden_size=4)),
-    "GRU T=70000 H=2": ("sequence", lambda: _m(
-        "GRU", {"x": f32(70_000, 1, 1, scale=0.1)}, {"w": f32(1, 6, 1, scale=0.3), "r": f32(1, 6, 2, scale=0.3)},
-        n_out=1, hidden_size=2)),
+    "GRU input size 70000": ("input size", lambda: _m(
+        "GRU", {"x": f32(2, 1, 70_000, scale=0.01)}, {"w": f32(1, 6, 70_000, scale=0.01),
+                                                      "r": f32(1, 6, 2, scale=0.3)}, n_out=1, hidden_size=2)),
     "SoftmaxCrossEntropy 4x70000": ("classes", lambda: _m(
         "SoftmaxCrossEntropyLoss", {"x": f32(4, 70_000)}, {"t": rng.integers(0, 70_000, 4)})),
     "NLLLoss mean 70000": ("batch mean", lambda: _m(

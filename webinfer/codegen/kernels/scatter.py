@@ -10,6 +10,7 @@ from __future__ import annotations
 from ... import dims as D
 from ..registry import lowering
 from .helpers import contiguous_strides, normalize_axis
+from .loop_limit import check_loop
 from .movement import contiguous_axes, remap
 
 COMBINE = {"add": "acc + v", "mul": "acc * v", "max": "max(acc, v)", "min": "min(acc, v)", "none": "v"}
@@ -25,6 +26,8 @@ def _scatter(ctx, kind: str, out, params: dict, direct: bool, **tctx) -> None:
         work = upd.numel
     else:
         work = out.numel
+        # each output element walks every update that could target it
+        check_loop(ctx, params.get("m", params.get(f"u{tctx.get('axis')}")), "the updates to fold")
     if work == 0:
         return
     reads = {"idx": idx, "upd": upd} if direct else {"x": x, "idx": idx, "upd": upd}

@@ -18,6 +18,20 @@ def chunk_size(n) -> int:
     return max(CHUNK, -(-n // MAX_CHUNKS)) if isinstance(n, int) else CHUNK
 
 
+def row_bound(ctx, n) -> int | None:
+    """``n``, or a symbolic ``n`` at the build's dim bounds (--dim lo..hi, a generation build's max_seq): a row
+    that cannot reach the limit keeps the one-pass scan. None when ``n`` is unbounded."""
+    if isinstance(n, int):
+        return n
+    bounds = ctx._l.program.bounds
+    if not D.names(n) <= set(bounds):
+        return None
+    try:
+        return D.evaluate(D.to_json(n), bounds)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def chunked_scan(ctx, x, kept, red, scan: dict) -> None:
     """Emit the three steps for ``x`` read as rows (``kept`` groups) x R (``red`` groups); ``scan`` as the row
     kernel's (out, type, init, combine, exclusive, reverse)."""

@@ -12,7 +12,7 @@ from ._floats import helper_sources
 from .conv import Window, window, window_params
 from .helpers import compute_type
 from .loop_limit import check_loop
-from .reduce import max_stat, row_kernel, sum_stat
+from .reduce import LOOP_BUDGET, max_stat, row_kernel, sum_stat
 
 _INIT = {"f32": "bitcast<f32>(0xff800000u)", "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
 
@@ -94,10 +94,11 @@ def lower_global_avgpool(ctx) -> None:
 
 @lowering("GlobalLpPool")
 def lower_global_lppool(ctx) -> None:
-    """The row kernel as GlobalAveragePool's (a 300 x 300 window in one invocation passed lavapipe's loop
-    limit): sum |v|^p, then its p-th root."""
+    """Past lavapipe's loop limit (a 300 x 300 window in one invocation), the row kernel as GlobalAveragePool's:
+    sum |v|^p, then its p-th root; smaller windows keep the pooling kernel."""
     x = ctx.inputs[0]
-    if x.rank < 3 or compute_type(x.dtype) != "f32":
+    window = D.product(x.shape[2:])
+    if x.rank < 3 or compute_type(x.dtype) != "f32" or isinstance(window, int) and window < LOOP_BUDGET:
         return pool(ctx, "lp", _global_window(x), include_pad=True, p=ctx.attr("p", 2))
     p = int(ctx.attr("p", 2))
     out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + (1,) * (x.rank - 2))

@@ -15,6 +15,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
+from .long_scan import chunked_scan, row_bound
 
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
 _LOWEST = {"f32": NEG_INF, "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
@@ -258,8 +259,7 @@ def lower_cumulative(ctx) -> None:
             "reverse": bool(ctx.attr("reverse", 0))}
     kept, red = split_axes(x.shape, {axis} if x.rank else set())
     n = D.product([r for r, _ in red])
-    if not isinstance(n, int) or n >= LOOP_BUDGET:  # one invocation a row would pass lavapipe's loop limit
-        from .long_scan import chunked_scan
-
+    bound = row_bound(ctx, n)
+    if bound is None or bound >= LOOP_BUDGET:  # one invocation a row would pass lavapipe's loop limit
         return chunked_scan(ctx, x, kept, red, scan)
     row_kernel(ctx, x, [axis] if x.rank else [], [], scan=scan)

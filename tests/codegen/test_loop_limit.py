@@ -20,7 +20,7 @@ rng = np.random.default_rng(3)
 # Einsum "ij,ij->i" is a batched matmul of K = 70000
 REFUSED = {
     "K": ("MatMul", {"a": f32(1, 70_000), "b": f32(70_000, 3)}, {}, 18, {}),
-    "input channels x window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
+    "input channels and window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
     "K ": ("Einsum", {"a": f32(3, 70_000), "b": f32(3, 70_000)}, {}, 18, {"equation": "ij,ij->i"}),
     "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
     "transform length": ("DFT", {"x": f32(1, 70_000, 1)}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 20, {}),

@@ -11,6 +11,18 @@ from __future__ import annotations
 from .reduce import LOOP_BUDGET
 
 
+def nested(*counts):
+    """Iterations of loops nested in the order given (llvmpipe counts every pass of an inner loop's head):
+    c0 + c0 c1 + c0 c1 c2 ...; None when a count is symbolic."""
+    if not all(isinstance(c, int) for c in counts):
+        return None
+    total, run = 0, 1
+    for c in counts:
+        run *= c
+        total += run
+    return total
+
+
 def check_loop(ctx, count, what: str) -> None:
     """Raise ``ctx.unsupported`` when ``count`` (a static trip count per invocation) reaches the limit; a
     symbolic count is not known here and passes."""

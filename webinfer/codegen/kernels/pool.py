@@ -11,7 +11,7 @@ from ..registry import lowering
 from ._floats import helper_sources
 from .conv import Window, window, window_params
 from .helpers import compute_type
-from .loop_limit import check_loop
+from .loop_limit import check_loop, nested
 from .reduce import LOOP_BUDGET, max_stat, row_kernel, sum_stat
 
 _INIT = {"f32": "bitcast<f32>(0xff800000u)", "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
@@ -29,7 +29,7 @@ def pool(ctx, mode: str, win: Window, *, include_pad: bool = False, p: int = 2) 
     if indices:
         writes["idx"] = ctx.output(1, "int64", out.shape)
     storage_order = int(ctx.attr("storage_order", 0))
-    check_loop(ctx, D.product(win.kernel), "the pooling window")
+    check_loop(ctx, nested(*win.kernel), "the loops over the pooling window")
     params = {"total": out.numel, "P": D.product(win.out), "isp": D.product(in_sp), **window_params(win, in_sp)}
     ct = compute_type(x.dtype)
     greater = "less_nan(acc, v)" if ct == "f32" else "v > acc"

@@ -156,14 +156,16 @@ def test_softmax_topk_over_imagenet_21k_classes():
     check_model(model, {"x": x})
 
 
-@pytest.mark.parametrize("k,largest", [(5, 1), (300, 0), (1, 1)])
-def test_topk_over_rows_past_the_loop_limit(k, largest):
+@pytest.mark.parametrize("k,largest,target", [(5, 1, "software"), (300, 0, "software"), (1, 1, "software"),
+                                               (5, 0, "gpu")])
+def test_topk_over_rows_past_the_loop_limit(k, largest, target):
     """TopK over 70 001 (a vocabulary's worth): ranking each element against the whole row passed lavapipe's
     limit (the top 5 wrong whenever one sat past element 65535); now chunks' best k, then those ranked. Many
     ties (ties resolve to the lower index) and the extremes placed at the row's end."""
     x = rng.integers(0, 500, size=(2, 70_001)).astype(np.float32)
     x[:, -3:] = [[1000, -5, 1000], [-5, 1000, -5]]
     x[0, 100] = np.nan  # NaN ranks above +inf
-    check_node("TopK", {"x": x}, n_outputs=2, initializers={"k": np.array([k], np.int64)}, axis=1, largest=largest)
+    kk = {"k": np.array([k], np.int64)}
+    check_node("TopK", {"x": x}, n_outputs=2, initializers=kk, axis=1, largest=largest, target=target)
     xi = rng.integers(-99, 99, size=(70_001, 2)).astype(np.int64)
-    check_node("TopK", {"x": xi}, n_outputs=2, initializers={"k": np.array([k], np.int64)}, axis=0, largest=largest)
+    check_node("TopK", {"x": xi}, n_outputs=2, initializers=kk, axis=0, largest=largest, target=target)

@@ -33,11 +33,12 @@ def test_cumsum_of_integers_past_the_loop_limit(dtype, exclusive, reverse):
         np.testing.assert_array_equal(got, _ort(model, {"x": arr}), err_msg=f"axis {axis}")
 
 
-def test_cumsum_of_a_waveform():
+@pytest.mark.parametrize("target", ["software", "gpu"])
+def test_cumsum_of_a_waveform(target):
     """A float32 row of 300 000 samples (a vocoder's phase): within float32 rounding of numpy's float64 scan."""
     x = (rng.random((1, 300_000)) * 0.02).astype(np.float32)
     model = _model("CumSum", x, -1)
-    got = WebinferRep(model).run({"x": x})[0]
+    got = WebinferRep(model, target=target).run({"x": x})[0]
     exact = np.cumsum(x.astype(np.float64), axis=-1)
     np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got, _ort(model, {"x": x}), rtol=1e-4, atol=1e-2)

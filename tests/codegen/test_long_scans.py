@@ -66,3 +66,19 @@ def test_cumsum_over_a_symbolic_length():
         x = rng.integers(-9, 9, size=(2, n)).astype(np.int32)
         np.testing.assert_array_equal(rep.run({"x": x})[0], np.cumsum(x, axis=1, dtype=np.int32), err_msg=str(n))
     assert len(rep._sessions) == 1, "built more than once"
+
+
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_scatter_reductions_over_many_updates(reduction):
+    """ScatterND / ScatterElements folding 70 000 updates (a point cloud's scatter-add into cells): every output
+    element walked every update in one invocation and lavapipe stopped it at 65535 (every cell wrong); now
+    passes of 32768 updates, in order, each reading the last pass's result."""
+    feeds = {"d": rng.standard_normal(10).astype(np.float32), "i": rng.integers(-10, 10, (70_000, 1)),
+             "u": rng.standard_normal(70_000).astype(np.float32)}
+    model = make_model([helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=reduction)], feeds, ["y"])
+    np.testing.assert_allclose(WebinferRep(model).run(feeds)[0], _ort(model, feeds), rtol=1e-4, atol=1e-3)
+    feeds = {"d": rng.standard_normal((2, 7)).astype(np.float32), "i": rng.integers(0, 7, (2, 70_000)),
+             "u": rng.standard_normal((2, 70_000)).astype(np.float32)}
+    model = make_model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction=reduction)],
+                       feeds, ["y"])
+    np.testing.assert_allclose(WebinferRep(model).run(feeds)[0], _ort(model, feeds), rtol=1e-4, atol=1e-3)

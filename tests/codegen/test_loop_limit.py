@@ -25,8 +25,6 @@ REFUSED = {
     "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
     "transform length": ("DFT", {"x": f32(1, 70_000, 1)}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 20, {}),
     "items to compare": ("Unique", {"x": f32(70_000)}, {}, 18, {}),
-    "updates to fold": ("ScatterND", {"d": f32(10), "i": rng.integers(0, 10, (70_000, 1)), "u": f32(70_000)}, {},
-                        18, {"reduction": "add"}),
     "input size": ("GRU", {"x": f32(2, 1, 70_000)}, {"w": f32(1, 6, 70_000), "r": f32(1, 6, 2)}, 18,
                    {"hidden_size": 2}),
     "attended length": ("Attention", {"q": f32(1, 1, 1, 8), "k": f32(1, 1, 70_000, 8), "v": f32(1, 1, 70_000, 8)},

@@ -19,7 +19,8 @@ rng = np.random.default_rng(3)
 # what loops past the limit in one invocation (as the line names it) -> (op, feeds, initializers, opset, attrs);
 # Einsum "ij,ij->i" is a batched matmul of K = 70000
 REFUSED = {
-    "K": ("MatMul", {"a": f32(1, 70_000), "b": f32(70_000, 3)}, {}, 18, {}),
+    "K": ("Gemm", {"a": f32(4, 70_000), "b": f32(3, 70_000)}, {}, 18, {"transB": 1}),
+    "K = 65537": ("MatMul", {"a": f32(1, 65_537), "b": f32(65_537, 3)}, {}, 18, {}),  # prime: no even split
     "input channels and window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
     "K ": ("Einsum", {"a": f32(3, 70_000), "b": f32(3, 70_000)}, {}, 18, {"equation": "ij,ij->i"}),
     "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
@@ -47,6 +48,20 @@ def test_refusal_is_one_line_from_the_cli(tmp_path, capsys):
     rc = main(["build", str(path), "-o", str(tmp_path / "out"), "--target", "software"])
     err = capsys.readouterr().err.split("\r")[-1].strip()  # (after the progress bar's last redraw)
     assert rc != 0 and err.startswith("webinfer: error: ") and "\n" not in err and "K = 70000" in err, err
+
+
+@pytest.mark.parametrize("shapes,const", [(((1, 70_000), (70_000, 3)), True), (((2, 3, 70_000), (70_000, 5)), False),
+                                          (((4, 131_072), (131_072, 8)), False)])
+def test_matmul_splits_a_long_k(shapes, const):
+    """MatMul with K past the limit (GEMV of a constant, batched A, vec4-friendly K): products over K / S
+    (a batch of S), then their sum by the reductions' kernel; equal to onnxruntime."""
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    feeds = {"a": a} if const else {"a": a, "b": b}
+    m = model("MatMul", feeds, {"b": b} if const else {}, 1, 18)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for target in ("software", "gpu"):
+        got = WebinferRep(m, target=target).run(feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-2, err_msg=target)
 
 
 def test_under_the_limit_still_builds():

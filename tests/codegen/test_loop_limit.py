@@ -24,7 +24,6 @@ REFUSED = {
     "input channels and window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
     "K ": ("Einsum", {"a": f32(3, 70_000), "b": f32(3, 70_000)}, {}, 18, {"equation": "ij,ij->i"}),
     "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
-    "transform length": ("DFT", {"x": f32(1, 70_000, 1)}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 20, {}),
     "items to compare": ("Unique", {"x": f32(70_000)}, {}, 18, {}),
     "input size": ("GRU", {"x": f32(2, 1, 70_000)}, {"w": f32(1, 6, 70_000), "r": f32(1, 6, 2)}, 18,
                    {"hidden_size": 2}),
@@ -90,3 +89,30 @@ def test_global_lp_pool_small():
     np.testing.assert_allclose(WebinferRep(m, target="software").run({"x": x})[0], want, rtol=1e-5)
 
 
+
+
+@pytest.mark.parametrize("onesided,inverse", [(0, 0), (1, 0), (0, 1)])
+def test_dft_in_passes(monkeypatch, onesided, inverse):
+    """The DFT's sum in passes (forced: passes of 7 terms over 100; past the limit a transform of 70 000 looped
+    in one invocation, every value wrong), complex and real input, against onnxruntime."""
+    from webinfer.codegen.kernels import spectral
+
+    monkeypatch.setattr(spectral, "PASSES_FROM", 0)
+    monkeypatch.setattr(spectral, "PASS_TERMS", 7)
+    for x in (f32(2, 100, 1), f32(1, 100, 2)):
+        if onesided and x.shape[-1] == 2:
+            continue
+        feeds = {"x": x}
+        m = model("DFT", feeds, {"n": i64(100)[0], "ax": i64(1)[0]}, 1, 20, onesided=onesided, inverse=inverse)
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_allclose(WebinferRep(m, target="software").run(feeds)[0], want, rtol=1e-4, atol=1e-3)
+
+
+def test_dft_past_the_loop_limit():
+    """A real transform of 70 000 samples, onesided (35 001 frequencies x 70 000 terms, ~7 s here), against
+    numpy's float64 FFT: onnxruntime's float32 DFT is off by 5.6 at this length (peak 825), ours by 0.009."""
+    x = f32(1, 70_000, 1)
+    m = model("DFT", {"x": x}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 1, 20, onesided=1)
+    got = WebinferRep(m, target="software").run({"x": x})[0]
+    ex = np.fft.rfft(x[0, :, 0].astype(np.float64))
+    np.testing.assert_allclose(got[0], np.stack([ex.real, ex.imag], -1), atol=0.05)

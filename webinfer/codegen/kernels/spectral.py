@@ -14,8 +14,9 @@ from onnx.helper import tensor_dtype_to_np_dtype
 from ... import dims as D
 from ..registry import lowering
 from .helpers import compute_type, generate, normalize_axis
-from .loop_limit import check_loop
-from .reduce import literal
+from .reduce import LOOP_BUDGET, literal
+
+PASSES_FROM, PASS_TERMS = LOOP_BUDGET, 32768  # from this length, the terms are summed in passes of PASS_TERMS
 
 
 def _host_int(ctx, i: int, what: str) -> int:
@@ -31,11 +32,21 @@ def _transform(ctx, x, out, *, outer, frames, K, inner, m, L, strides, inverse=F
     work = D.product([outer, frames, K, inner])
     if work == 0:
         return
-    check_loop(ctx, m, "the transform length")
     params = {"n": work, "K": K, "inner": inner, "frames": frames, "m": m, "L": L, **strides}
     reads = {"x": ctx.gpu(x), **({"w": ctx.gpu(window)} if window is not None else {})}
-    ctx.dispatch("dft.wgsl.j2", reads, {"out": out}, work=work, params=params, complex=x.shape[-1] == 2,
-                 inverse=inverse, irfft=irfft, windowed=window is not None)
+    # past lavapipe's loop limit (it stops silently), the sum over j runs in passes of PASS_TERMS, each adding
+    # to the last one's partial sums
+    spans = [None]
+    if isinstance(m, int) and m >= PASSES_FROM:
+        spans = [(j, min(j + PASS_TERMS, m)) for j in range(0, m, PASS_TERMS)]
+    prev = None
+    for i, span in enumerate(spans):
+        last = i == len(spans) - 1
+        dst = out if last else ctx.temp("float32", out.shape)
+        ctx.dispatch("dft.wgsl.j2", {**reads, **({"prev": prev} if prev is not None else {})}, {"out": dst},
+                     work=work, params=params, complex=x.shape[-1] == 2, inverse=inverse, irfft=irfft,
+                     windowed=window is not None, span=span, last=last)
+        prev = dst
 
 
 @lowering("DFT")

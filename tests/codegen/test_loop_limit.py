@@ -23,7 +23,7 @@ REFUSED = {
     "K = 65537": ("MatMul", {"a": f32(1, 65_537), "b": f32(65_537, 3)}, {}, 18, {}),  # prime: no even split
     "input channels and window": ("Conv", {"x": f32(1, 300, 1, 300)}, {"w": f32(2, 300, 1, 300)}, 18, {}),
     "K ": ("Einsum", {"a": f32(3, 70_000), "b": f32(3, 70_000)}, {}, 18, {"equation": "ij,ij->i"}),
-    "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_000)}, {}, 18, {"kernel_shape": [1, 70_000]}),
+    "pooling window": ("MaxPool", {"x": f32(1, 2, 1, 70_010)}, {}, 18, {"kernel_shape": [1, 70_000]}),
     "items to compare": ("Unique", {"x": f32(70_000)}, {}, 18, {}),
     "input size": ("GRU", {"x": f32(2, 1, 70_000)}, {"w": f32(1, 6, 70_000), "r": f32(1, 6, 2)}, 18,
                    {"hidden_size": 2}),
@@ -116,3 +116,14 @@ def test_dft_past_the_loop_limit():
     got = WebinferRep(m, target="software").run({"x": x})[0]
     ex = np.fft.rfft(x[0, :, 0].astype(np.float64))
     np.testing.assert_allclose(got[0], np.stack([ex.real, ex.imag], -1), atol=0.05)
+
+
+@pytest.mark.parametrize("op,attrs", [("AveragePool", {}), ("MaxPool", {}), ("LpPool", {"p": 2})])
+def test_pool_whose_window_is_the_input(op, attrs):
+    """A pool whose one window is the whole 1 x 70 000 input (a global pool exported with explicit kernel_shape)
+    takes the global form's row kernel; a window that slides still refuses (the pooling window case above)."""
+    x = f32(2, 3, 1, 70_000, offset=0.3)
+    x[:, :, 0, -5:] = 9.0  # the maximum past element 65535
+    m = model(op, {"x": x}, {}, 1, 18, kernel_shape=[1, 70_000], **attrs)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(WebinferRep(m, target="software").run({"x": x})[0], want, rtol=1e-4, atol=1e-5)

@@ -23,9 +23,12 @@ def pool(ctx, mode: str, win: Window, *, include_pad: bool = False, p: int = 2) 
     if r < 1 or r > 3:
         raise ctx.unsupported(f"pooling over {r} spatial dims")
     in_sp = list(x.shape[2:])
+    indices = mode == "max" and len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1].name)
+    if not indices and _whole_input(win, in_sp) and (nested(*win.kernel) or 0) >= LOOP_BUDGET:
+        # one window over the whole input, past lavapipe's loop limit: the global form's row kernel
+        return _lp_rows(ctx, x, p) if mode == "lp" else global_pool(ctx, mean=mode == "avg")
     out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + tuple(win.out))
     writes = {"out": out}
-    indices = mode == "max" and len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1].name)
     if indices:
         writes["idx"] = ctx.output(1, "int64", out.shape)
     storage_order = int(ctx.attr("storage_order", 0))
@@ -100,7 +103,17 @@ def lower_global_lppool(ctx) -> None:
     window = D.product(x.shape[2:])
     if x.rank < 3 or compute_type(x.dtype) != "f32" or isinstance(window, int) and window < LOOP_BUDGET:
         return pool(ctx, "lp", _global_window(x), include_pad=True, p=ctx.attr("p", 2))
-    p = int(ctx.attr("p", 2))
+    _lp_rows(ctx, x, int(ctx.attr("p", 2)))
+
+
+def _whole_input(win: Window, in_sp: list) -> bool:
+    """One window covering the input exactly: no padding, no dilation, one output position."""
+    return (list(win.kernel) == in_sp and all(o == 1 for o in win.out) and not any(win.pads) and not any(win.ends)
+            and all(d == 1 for d in win.dilations))
+
+
+def _lp_rows(ctx, x, p: int) -> None:
+    """(sum |v|^p)^(1/p) per (n, c) over the spatial dims, by the reductions' row kernel."""
     out = ctx.output(0, x.dtype, tuple(x.shape[:2]) + (1,) * (x.rank - 2))
     lit = f"{float(p)!r}"
     stat = sum_stat("f32", f"pow(abs(v), {lit})", f"pow({{a}}, 1.0 / {lit})")

@@ -92,13 +92,17 @@ def test_global_lp_pool_small():
 
 
 @pytest.mark.parametrize("onesided,inverse", [(0, 0), (1, 0), (0, 1)])
-def test_dft_in_passes(monkeypatch, onesided, inverse):
+@pytest.mark.parametrize("wide", [False, True])
+def test_dft_in_passes(monkeypatch, onesided, inverse, wide):
     """The DFT's sum in passes (forced: passes of 7 terms over 100; past the limit a transform of 70 000 looped
-    in one invocation, every value wrong), complex and real input, against onnxruntime."""
+    in one invocation, every value wrong), complex and real input, against onnxruntime; ``wide``: the phase
+    carried from term to term (forced; j * k passes 2^32 from transforms of 65 537 on)."""
     from webinfer.codegen.kernels import spectral
 
     monkeypatch.setattr(spectral, "PASSES_FROM", 0)
     monkeypatch.setattr(spectral, "PASS_TERMS", 7)
+    if wide:
+        monkeypatch.setattr(spectral, "WIDE_FROM", 0)
     for x in (f32(2, 100, 1), f32(1, 100, 2)):
         if onesided and x.shape[-1] == 2:
             continue
@@ -127,3 +131,14 @@ def test_pool_whose_window_is_the_input(op, attrs):
     m = model(op, {"x": x}, {}, 1, 18, kernel_shape=[1, 70_000], **attrs)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(WebinferRep(m, target="software").run({"x": x})[0], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_full_dft_past_2_to_the_32():
+    """A complex-output transform of 70 000 (j * k up to 4.9e9: the twiddle index overflowed u32, 91 % of the
+    values wrong by up to 452), against numpy's float64 FFT; 10-30 s here."""
+    x = f32(1, 70_000, 1)
+    m = model("DFT", {"x": x}, {"n": i64(70_000)[0], "ax": i64(1)[0]}, 1, 20)
+    got = WebinferRep(m, target="software").run({"x": x})[0]
+    ex = np.fft.fft(x[0, :, 0].astype(np.float64))
+    np.testing.assert_allclose(got[0], np.stack([ex.real, ex.imag], -1), atol=0.05)

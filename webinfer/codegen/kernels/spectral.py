@@ -17,6 +17,7 @@ from .helpers import compute_type, generate, normalize_axis
 from .reduce import LOOP_BUDGET, literal
 
 PASSES_FROM, PASS_TERMS = LOOP_BUDGET, 32768  # from this length, the terms are summed in passes of PASS_TERMS
+WIDE_FROM = 2**32  # j * k from here on does not fit a u32
 
 
 def _host_int(ctx, i: int, what: str) -> int:
@@ -39,13 +40,15 @@ def _transform(ctx, x, out, *, outer, frames, K, inner, m, L, strides, inverse=F
     spans = [None]
     if isinstance(m, int) and m >= PASSES_FROM:
         spans = [(j, min(j + PASS_TERMS, m)) for j in range(0, m, PASS_TERMS)]
+    # j * k in u32 overflows past 2^32 (a transform of 70 000: 4.9e9): carry the phase instead
+    wide = not (isinstance(m, int) and isinstance(K, int) and (m - 1) * (K - 1) < WIDE_FROM)
     prev = None
     for i, span in enumerate(spans):
         last = i == len(spans) - 1
         dst = out if last else ctx.temp("float32", out.shape)
         ctx.dispatch("dft.wgsl.j2", {**reads, **({"prev": prev} if prev is not None else {})}, {"out": dst},
                      work=work, params=params, complex=x.shape[-1] == 2, inverse=inverse, irfft=irfft,
-                     windowed=window is not None, span=span, last=last)
+                     windowed=window is not None, span=span, last=last, wide=wide)
         prev = dst
 
 

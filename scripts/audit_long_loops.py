@@ -1,6 +1,7 @@
 """Audit: one-op models whose per-invocation loop trip counts pass 65,535 (lavapipe's silent stop), run natively
 and compared with onnxruntime (numpy where onnxruntime lacks the op). Prints one line a case:
 ``pass`` / ``WRONG`` (max error, share of elements off) / ``refused`` (the build's one line) / ``error``.
+Exit status 1 when a case is WRONG.
 
     PYTHONPATH=<tree> python scripts/audit_long_loops.py [-k substring] [--target software|gpu]
 """
@@ -36,6 +37,12 @@ def model(op, feeds, inits=None, n_out=1, opset=18, domain="", **attrs):
 
 def i64(*v):
     return np.array(v, np.int64)
+
+
+def _fft(feeds):
+    """numpy's float64 FFT: onnxruntime's float32 DFT of 70 000 is itself up to ~15 off."""
+    ex = np.fft.fft(feeds["x"][0, :, 0].astype(np.float64))
+    return [np.stack([ex.real, ex.imag], -1)[None]]
 
 
 # name: (what loops past the limit, builder returning (model, feeds))
@@ -90,7 +97,7 @@ CASES = {
     "Unique 70000": ("sort/dedup", lambda: _m("Unique", {"x": rng.integers(0, 90_000, 70_000).astype(np.float32)},
                                               n_out=4, sorted=1)),
     "DFT 70000": ("sum over n", lambda: _m("DFT", {"x": f32(1, 70_000, 1)}, {"len": i64(70_000)[0],
-                                                                             "ax": i64(1)[0]}, opset=20)),
+                                                                             "ax": i64(1)[0]}, opset=20), _fft),
     "Det 48x48": ("n^3 LU", lambda: _m("Det", {"x": f32(2, 48, 48)})),
     "Det 64x64": ("n^3 LU", lambda: _m("Det", {"x": f32(2, 64, 64)})),
     "LSTM T=20000 H=4": ("sequence x hidden", lambda: _m(
@@ -123,7 +130,10 @@ def run_case(name, target):
     from webinfer.backend import WebinferRep
 
     m, feeds = CASES[name][1]()
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    if len(CASES[name]) > 2:  # an exact reference where onnxruntime's own float32 error is too large
+        want = CASES[name][2](feeds)
+    else:
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     try:
         got = WebinferRep(m, target=target).run(feeds)
     except Exception as e:  # noqa: BLE001 - the audit reports every failure as a line
@@ -136,7 +146,8 @@ def run_case(name, target):
         if w.shape != g.shape:
             return "WRONG", f"shape {g.shape} != {w.shape}"
         w64, g64 = w.astype(np.float64), g.astype(np.float64)
-        tol = 1e-3 + 1e-3 * np.abs(w64)
+        # float32 sums of ~1e5 terms: 1e-3 relative, plus 2e-5 of the output's peak for values near 0
+        tol = 1e-3 + 1e-3 * np.abs(w64) + 2e-5 * float(np.nanmax(np.abs(w64), initial=0))
         off = ~(np.abs(g64 - w64) <= tol) & ~(np.isnan(w64) & np.isnan(g64))
         if off.any():
             worst = f"{off.mean():.1%} of {w.size} off, max err {np.nanmax(np.abs(g64 - w64)):.3g}"
@@ -150,7 +161,7 @@ def main() -> int:
     ap.add_argument("--target", default="software")
     args = ap.parse_args()
     bad = 0
-    for name, (what, _) in CASES.items():
+    for name, (what, *_) in CASES.items():
         if args.k.lower() not in name.lower():
             continue
         t0 = time.time()

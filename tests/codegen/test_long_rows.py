@@ -66,12 +66,17 @@ def test_topk_of_thousands(largest):
 @pytest.mark.parametrize("shape,axis,k", [((3, 10), -1, 3), ((3, 10), 0, 2), ((2, 5, 4), 1, 5), ((6,), 0, 1),
                                           ((4, 1), 0, 4)])
 @pytest.mark.parametrize("largest", [0, 1])
-def test_topk_ranking_kernel_on_small_rows(monkeypatch, shape, axis, k, largest):
-    """The ranking kernel on the shapes of test_reduce.py's TopK cases (forced: the budget set to 0), NaNs too."""
+@pytest.mark.parametrize("kernel", ["rank", "chunks"])
+def test_topk_ranking_kernel_on_small_rows(monkeypatch, shape, axis, k, largest, kernel):
+    """The ranking kernel on the shapes of test_reduce.py's TopK cases (forced: the budget set to 0), NaNs too;
+    and the chunked ranking (chunks of k or 2 elements, so that rows span several)."""
     from webinfer.codegen.kernels import topk as T
 
     monkeypatch.setattr(T, "LOOP_MAX", 0)
     monkeypatch.setattr(T, "WG_LOOP_MAX", 0)
+    if kernel == "chunks":
+        monkeypatch.setattr(T, "RANK_MAX_N", 0)
+        monkeypatch.setattr(T, "CHUNK_MIN", 2)
     x = rng.integers(0, 5, size=shape).astype(np.float32)
     x.flat[::4] = np.nan  # NaN ranks above +inf, as in onnxruntime
     x.flat[1::5] = np.inf
@@ -150,3 +155,18 @@ def test_softmax_topk_over_imagenet_21k_classes():
                         helper.make_node("TopK", ["p", "k"], ["v", "i"], axis=-1)],
                        {"x": x}, ["p", "v", "i"], {"k": np.array([5], np.int64)})
     check_model(model, {"x": x})
+
+
+@pytest.mark.parametrize("k,largest,target", [(5, 1, "software"), (300, 0, "software"), (1, 1, "software"),
+                                               (5, 0, "gpu")])
+def test_topk_over_rows_past_the_loop_limit(k, largest, target):
+    """TopK over 70 001 (a vocabulary's worth): ranking each element against the whole row passed lavapipe's
+    limit (the top 5 wrong whenever one sat past element 65535); now chunks' best k, then those ranked. Many
+    ties (ties resolve to the lower index) and the extremes placed at the row's end."""
+    x = rng.integers(0, 500, size=(2, 70_001)).astype(np.float32)
+    x[:, -3:] = [[1000, -5, 1000], [-5, 1000, -5]]
+    x[0, 100] = np.nan  # NaN ranks above +inf
+    kk = {"k": np.array([k], np.int64)}
+    check_node("TopK", {"x": x}, n_outputs=2, initializers=kk, axis=1, largest=largest, target=target)
+    xi = rng.integers(-99, 99, size=(70_001, 2)).astype(np.int64)
+    check_node("TopK", {"x": xi}, n_outputs=2, initializers=kk, axis=0, largest=largest, target=target)

@@ -18,6 +18,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .cached_attention import FLASH_BQ, FLASH_TILE_FLOATS, head_unroll, serial_rows, serial_sharing
 from .helpers import broadcast_strides, compute_type
+from .loop_limit import check_loop
 
 WG = 64
 SERIAL_WG = 16  # software class: more, smaller workgroups spread over the CPU's threads
@@ -102,6 +103,7 @@ def lower_attention(ctx) -> None:
               "hkv": kl[1], "qb": qstr[0], "qh": qstr[1], "qs": qstr[2], "ob": ostr[0], "oh": ostr[1],
               "os": ostr[2], "kb": kstr[0], "kh": kstr[1], "ks": kstr[2], "vb": vstr[0], "vh": vstr[1],
               "vs": vstr[2], "q0": offsets[0], "k0": offsets[1], "v0": offsets[2]}
+    check_loop(ctx, total, "the attended length (past + new keys)")
     mask = ctx.inputs[3] if ctx.has_input(3) else None
     if mask is not None:
         reads["mask"] = ctx.gpu(mask)

@@ -20,6 +20,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import elementwise
 from .helpers import compute_type
+from .loop_limit import check_loop, nested
 from .matmul import Operand, matmul, requantize
 from .reduce import row_kernel, sum_stat
 from .tiles import choose_tiling, grid_2d, tiled_matmul
@@ -219,6 +220,7 @@ def conv(ctx, x, w, bias, out_dtype: str, win: Window, cs: ConvShape, *, transpo
     tc_vec, tp_vec, tp_scalar = ctx.kclass.conv_block_small if small else ctx.kclass.conv_block
     tc, tp = (_channel_block(cs.cout_g, tc_vec), tp_vec) if wvec else (_channel_block(cs.cout_g), tp_scalar)
     npix = D.product(win.out)
+    check_loop(ctx, nested(cs.cin_g, *cs.kernel), "the loops over input channels and window")
     params = {"C": x.shape[1], "Cout": cs.cout, "cin_g": cs.cin_g, "cout_g": cs.cout_g, "isp": D.product(in_sp),
               "P": npix, "swi": swi, "swk": swk, "swg": swg, "swc": swc, **window_params(win, in_sp)}
     grid = (D.ceildiv(npix, tp * WG), cs.cout // tc, x.shape[0])

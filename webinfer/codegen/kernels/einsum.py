@@ -10,6 +10,7 @@ from ... import dims as D
 from ...errors import WebinferError
 from ..registry import lowering
 from .helpers import compute_type, contiguous_strides
+from .loop_limit import check_loop
 from .matmul import Operand, matmul
 from .movement import Axis, remap
 
@@ -91,6 +92,7 @@ def einsum_generic(ctx, xs, ins, out_letters, sizes, out) -> None:
         params[f"cd{j}"] = sizes[c]
         for k, st in enumerate(strides):
             params[f"c{k}_{j}"] = st.get(c, 0)
+    check_loop(ctx, D.product([sizes[c] for c in summed]), "the summed size")
     ctx.dispatch("einsum.wgsl.j2", {f"x{k}": ctx.gpu(x) for k, x in enumerate(xs)}, {"out": out},
                  work=out.numel, params=params, arity=len(xs), rank=len(out_letters), n_sum=len(summed),
                  ct=compute_type(out.dtype))

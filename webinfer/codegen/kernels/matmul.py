@@ -19,7 +19,9 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from .elementwise import HELPERS, elementwise
 from .helpers import broadcast_shapes, broadcast_strides, compute_type
+from .loop_limit import check_loop
 from .quant_matmul import gemv_kn
+from .reduce import LOOP_BUDGET, row_kernel, sum_stat
 from .tiles import choose_tiling, row_steps, tiled_matmul
 
 
@@ -81,6 +83,7 @@ def matmul(ctx, a: Operand, b: Operand, out, m, n, k, *, alpha=1.0, c=None, beta
         return
     grid = (D.ceildiv(n, t.tn * t.wx), D.ceildiv(m, t.tm * t.wy), nb)
     vec = t.vec
+    check_loop(ctx, k // 4 if vec and isinstance(k, int) else k, "the inner dimension K")
     if isinstance(nb, int) and nb > 65535:
         raise ctx.unsupported(f"{nb} matrices in one batch (limit 65535)")
     params["wx"] = t.wx  # (a uniform: products of other aspects share the pipeline)
@@ -128,7 +131,8 @@ def matrix_shape(shape):
 def lower_matmul(ctx, **epilogue) -> None:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.output(0, a.dtype, matmul_shape(ctx, a, b))
-    if b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32":
+    if b.value is not None and b.rank == 2 and a.rank >= 2 and a.dtype == b.dtype == "float32" \
+            and not (_split_k(b.shape[0]) and not epilogue):
         gemv_when, gemm_when = row_steps(D.product(a.shape[:-1]), ctx)
         if gemv_when != "skip":
             gemv_kn(ctx, a, b, out, gemv_when, **epilogue)
@@ -155,14 +159,32 @@ def matmul_into(ctx, a, b, out, **kw) -> None:
     b_shape = tuple(b.shape) + (1,) if b.rank == 1 else tuple(b.shape)
     ab, m, k = matrix_shape(a_shape)
     bb, _, n = matrix_shape(b_shape)
-    if D.product(bb) == 1 and ab:
+    if D.product(bb) == 1 and (ab or _split_k(k) and not kw):
         # B is one matrix: fold A's batch into its rows (one big product, better tiles).
         m_all = D.mul(D.product(ab), m)
+        s = _split_k(k) if not kw else None
+        if s:
+            # K past lavapipe's loop limit: S products over K / S each (a batch), then their sum
+            kc = k // s
+            part = ctx.temp(out.dtype, (s, m_all, n))
+            matmul(ctx, Operand(a, k, 1, (s,), kc), Operand(b, n, 1, (s,), kc * n), part, m_all, n, kc)
+            row_kernel(ctx, part, [0], [sum_stat(compute_type(out.dtype))], row_outs=[("out", out, "s0")])
+            return
         matmul(ctx, Operand(a, k, 1), Operand(b, n, 1), out, m_all, n, k, **kw)
         return
     opa = Operand(a, k, 1, ab, D.mul(m, k))
     opb = Operand(b, n, 1, bb, D.mul(k, n))
     matmul(ctx, opa, opb, out, m, n, k, **kw)
+
+
+SPLIT_K_MAX = 16384  # a slice's K when a MatMul's K passes the loop limit
+
+
+def _split_k(k) -> int | None:
+    """The fewest slices of a static K >= the loop limit that divide it into slices of at most SPLIT_K_MAX."""
+    if not isinstance(k, int) or k < LOOP_BUDGET:
+        return None
+    return next((s for s in range(2, k) if k % s == 0 and k // s <= SPLIT_K_MAX), None)
 
 
 def zero_point(ctx, i: int, period):

@@ -16,6 +16,7 @@ from ...opschema import PER_WORD
 from ..registry import WEBINFER_DOMAIN, lowering
 from ..split import row_parts
 from . import norm
+from .loop_limit import check_loop
 from .movement import Axis, remap
 from .quant_rows import FEW_ROWS_FORMATS, few_rows_step, only_when
 from .reduce import literal
@@ -383,6 +384,7 @@ def gemv_kn(ctx, x, w, out, when, epilogue_fn: str = "", extra_reads: dict | Non
                      wg=kx * ky, when=when, kind="kn", kx=kx, ky=ky, K=k, N=n, wvec=wvec,
                      vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)
         return
+    check_loop(ctx, k, "the inner dimension K")
     ctx.dispatch("quant_matmul.wgsl.j2", reads, {"out": out}, work=n // 4 if wvec else n, params=_sizes(k, n, {}),
                  wg=GEMV_WG, when=when, kind="gemv_kn", fmt="f32", K=k, N=n, per_word=1, wvec=wvec,
                  vec4_vars=["wq"] if wvec else [], epilogue_fn=epilogue_fn)

@@ -20,6 +20,7 @@ from ... import dims as D
 from ...opschema import WEBINFER_DOMAIN
 from ..registry import lowering
 from .control_flow import LOOP_BOUND, copy
+from .loop_limit import check_loop
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
@@ -110,6 +111,8 @@ def lower_recurrent(ctx, quantize_hidden: bool = False) -> None:
     named = [i < len(ctx.node.outputs) and bool(ctx.node.outputs[i].name) for i in range(3)]
     y = ctx.output(0, x.dtype, y_shape) if named[0] else ctx.temp(x.dtype, y_shape)
     common = {"b": b_len, "h": hid, "i": i_len, "t": t_len, "dirs": dirs}
+    for count, what in ((i_len, "the input size"), (hid, "the hidden size"), (D.mul(b_len, hid), "batch x hidden")):
+        check_loop(ctx, count, what)
     init_reads = {name: ctx.gpu(ctx.inputs[i]) for i, name in ((5, "h0"), (6, "c0")) if ctx.has_input(i)}
     n_state = D.mul(dirs * hid, b_len)
     tv = {"layout": layout, "op": ctx.op, "lbr": int(ctx.attr("linear_before_reset", 0)), "g": g,

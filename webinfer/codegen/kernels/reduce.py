@@ -15,6 +15,7 @@ from ..emit import wgsl_literal
 from ..registry import lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
+from .long_scan import chunked_scan, row_bound
 
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
 _LOWEST = {"f32": NEG_INF, "i32": "i32(-2147483647i - 1i)", "u32": "0u"}
@@ -265,7 +266,7 @@ def literal(value: float) -> str:
     return wgsl_literal(value, "f32")
 
 
-# --- CumSum / CumProd: the row kernel in scan mode (one invocation walks each row in order) ---------
+# --- CumSum / CumProd: the row kernel in scan mode (one invocation walks each row), chunked past the limit
 
 @lowering("CumSum", "CumProd")
 def lower_cumulative(ctx) -> None:
@@ -280,4 +281,9 @@ def lower_cumulative(ctx) -> None:
     scan = {"out": out, "type": t, "init": f"{t}({int(prod)})", "combine": "acc * v" if prod else "acc + v",
             "exclusive": bool(ctx.attr("exclusive", 0)),
             "reverse": bool(ctx.attr("reverse", 0))}
+    kept, red = split_axes(x.shape, {axis} if x.rank else set())
+    n = D.product([r for r, _ in red])
+    bound = row_bound(ctx, n)
+    if bound is None or bound >= LOOP_BUDGET:  # one invocation a row would pass lavapipe's loop limit
+        return chunked_scan(ctx, x, kept, red, scan)
     row_kernel(ctx, x, [axis] if x.rank else [], [], scan=scan)

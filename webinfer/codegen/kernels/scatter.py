@@ -11,7 +11,9 @@ from ... import dims as D
 from ..registry import lowering
 from .helpers import contiguous_strides, normalize_axis
 from .movement import contiguous_axes, remap
+from .reduce import LOOP_BUDGET
 
+PASS_UPDATES = 32768
 COMBINE = {"add": "acc + v", "mul": "acc * v", "max": "max(acc, v)", "min": "min(acc, v)", "none": "v"}
 
 
@@ -27,9 +29,19 @@ def _scatter(ctx, kind: str, out, params: dict, direct: bool, **tctx) -> None:
         work = out.numel
     if work == 0:
         return
-    reads = {"idx": idx, "upd": upd} if direct else {"x": x, "idx": idx, "upd": upd}
-    ctx.dispatch("scatter.wgsl.j2", reads, {"out": out}, work=work, params={"n": work, **params},
-                 kind=kind, direct=direct, combine=COMBINE[reduction], **tctx)
+    # each output element walks every update that could target it: past lavapipe's loop limit (it stops
+    # silently), the updates are folded in passes of PASS_UPDATES, each pass reading the last one's result
+    count = None if direct else params.get("m", params.get(f"u{tctx.get('axis')}"))
+    spans = [None]
+    if isinstance(count, int) and count >= LOOP_BUDGET:
+        spans = [(j, min(j + PASS_UPDATES, count)) for j in range(0, count, PASS_UPDATES)]
+    src = x
+    for i, span in enumerate(spans):
+        dst = out if i == len(spans) - 1 else ctx.temp(out.dtype, out.shape)
+        reads = {"idx": idx, "upd": upd} if direct else {"x": src, "idx": idx, "upd": upd}
+        ctx.dispatch("scatter.wgsl.j2", reads, {"out": dst}, work=work, params={"n": work, **params},
+                     kind=kind, direct=direct, combine=COMBINE[reduction], span=span, **tctx)
+        src = dst
 
 
 @lowering("ScatterElements", "Scatter")

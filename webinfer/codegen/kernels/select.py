@@ -12,6 +12,7 @@ from __future__ import annotations
 from ... import dims as D
 from ..registry import lowering
 from .helpers import compute_type, contiguous_strides, generate, normalize_axis
+from .loop_limit import check_loop
 
 CHUNK = 64  # candidates per invocation in NonZero's counting and writing passes
 RANGE_BOUND = 1 << 16  # elements a Range over run-time values may produce (its output is sized for that many)
@@ -81,6 +82,7 @@ def lower_unique(ctx) -> None:
         a = normalize_axis(axis, x.rank)
         items = _static(ctx, x.shape[a], "the unique axis")
         pre, post = D.product(x.shape[:a]), D.product(x.shape[a + 1:])
+    check_loop(ctx, D.mul(items, post), "the items to compare")
     first, pos, count = ctx.temp("uint32", (items,)), ctx.temp("uint32", (items,)), ctx.temp("int32", (1,))
     params = {"L": items, "pre": pre, "post": post, "S": D.mul(pre, post)}
     tctx = {"sorted": bool(ctx.attr("sorted", 1)), "t": compute_type(x.dtype)}

@@ -14,7 +14,10 @@ from onnx.helper import tensor_dtype_to_np_dtype
 from ... import dims as D
 from ..registry import lowering
 from .helpers import compute_type, generate, normalize_axis
-from .reduce import literal
+from .reduce import LOOP_BUDGET, literal
+
+PASSES_FROM, PASS_TERMS = LOOP_BUDGET, 32768  # from this length, the terms are summed in passes of PASS_TERMS
+WIDE_FROM = 2**32  # j * k from here on does not fit a u32
 
 
 def _host_int(ctx, i: int, what: str) -> int:
@@ -32,8 +35,21 @@ def _transform(ctx, x, out, *, outer, frames, K, inner, m, L, strides, inverse=F
         return
     params = {"n": work, "K": K, "inner": inner, "frames": frames, "m": m, "L": L, **strides}
     reads = {"x": ctx.gpu(x), **({"w": ctx.gpu(window)} if window is not None else {})}
-    ctx.dispatch("dft.wgsl.j2", reads, {"out": out}, work=work, params=params, complex=x.shape[-1] == 2,
-                 inverse=inverse, irfft=irfft, windowed=window is not None)
+    # past lavapipe's loop limit (it stops silently), the sum over j runs in passes of PASS_TERMS, each adding
+    # to the last one's partial sums
+    spans = [None]
+    if isinstance(m, int) and m >= PASSES_FROM:
+        spans = [(j, min(j + PASS_TERMS, m)) for j in range(0, m, PASS_TERMS)]
+    # j * k in u32 overflows past 2^32 (a transform of 70 000: 4.9e9): carry the phase instead
+    wide = not (isinstance(m, int) and isinstance(K, int) and (m - 1) * (K - 1) < WIDE_FROM)
+    prev = None
+    for i, span in enumerate(spans):
+        last = i == len(spans) - 1
+        dst = out if last else ctx.temp("float32", out.shape)
+        ctx.dispatch("dft.wgsl.j2", {**reads, **({"prev": prev} if prev is not None else {})}, {"out": dst},
+                     work=work, params=params, complex=x.shape[-1] == 2, inverse=inverse, irfft=irfft,
+                     windowed=window is not None, span=span, last=last, wide=wide)
+        prev = dst
 
 
 @lowering("DFT")

@@ -1,6 +1,7 @@
 """TopK: the k best elements of a row in order, optionally of the row's softmax (``webinfer.SoftmaxTopK``): one
 invocation per short row (``topk.wgsl.j2``), a workgroup per long row (``topk_wg.wgsl.j2``), or, past what even
-that loops through, each element ranking itself (``topk_rank.wgsl.j2``)."""
+that loops through, each element ranking itself (``topk_rank.wgsl.j2``; over 65,535 elements, within chunks and
+then among the chunks' best, ``topk_chunks.wgsl.j2``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ from ... import dims as D
 from ..registry import WEBINFER_DOMAIN, lowering
 from ._floats import helper_sources
 from .helpers import compute_type, contiguous_strides, normalize_axis
+from .loop_limit import check_loop
 from .norm import _SOFTMAX
-from .reduce import _HIGHEST, _LOWEST, row_kernel, same
+from .reduce import _HIGHEST, _LOWEST, LOOP_BUDGET, row_kernel, same
+
+# one invocation ranks an element against the whole row up to this length; past it, chunks of CHUNK_MIN or more
+RANK_MAX_N = LOOP_BUDGET
+CHUNK_MIN = 4096
 
 
 @lowering("TopK")
@@ -65,6 +71,9 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
     # one invocation per row while it loops little; a workgroup per row while its invocations do; else each
     # element ranks itself (n steps an invocation; a symbolic n too): lavapipe's loop limit, docs/notes.md
     if probs is None and not (isinstance(n, int) and ((k + 3) * n <= LOOP_MAX or _wg_steps(k, n) <= WG_LOOP_MAX)):
+        if isinstance(n, int) and n >= RANK_MAX_N:
+            return _topk_chunks(ctx, x, values, indices, params, len(kept), helpers,
+                                before=ranked_after("v", "u"), tie=same(t, "u", "v"))
         params["total"] = D.mul(rows, n)
         ctx.dispatch("topk_rank.wgsl.j2", {"x": ctx.gpu(x)}, {"values": values, "indices": indices},
                      work=params["total"], params=params, wg=64, rank=len(kept), helpers=helpers,
@@ -91,3 +100,19 @@ def _wg_steps(k: int, n: int, softmax: bool = False) -> int:
     """Loop steps of one invocation of topk_wg.wgsl.j2: k selections (3 softmax passes) over its share of the
     row, and k merges of log2(WG) levels."""
     return (k + 3 * softmax) * -(-n // WG) + k * (WG.bit_length() - 1)
+
+
+def _topk_chunks(ctx, x, values, indices, params, rank, helpers, **order) -> None:
+    """Ranking over n >= 65535 elements passes lavapipe's loop limit: the best k of each chunk of C elements
+    first (an invocation per element, C iterations), then a ranking of those candidates (M = chunks x k)."""
+    k, n = params["K"], params["n"]
+    c = max(CHUNK_MIN, k, -(-n * k // (LOOP_BUDGET - 1)))
+    m = -(-n // c) * k
+    check_loop(ctx, max(c, m), "the axis length (each element ranked against its chunk or the candidates)")
+    rows = params["rows"]
+    cv, ci = ctx.temp(x.dtype, (D.mul(rows, m),)), ctx.temp("int32", (D.mul(rows, m),))
+    params = {**params, "C": c, "M": m}
+    ctx.dispatch("topk_chunks.wgsl.j2", {"x": ctx.gpu(x)}, {"cv": cv, "ci": ci}, work=D.mul(rows, n), params=params,
+                 wg=64, rank=rank, helpers=helpers, phase="chunk", **order)
+    ctx.dispatch("topk_chunks.wgsl.j2", {"cv": cv, "ci": ci}, {"values": values, "indices": indices},
+                 work=D.mul(rows, m), params=params, wg=64, rank=rank, helpers=helpers, phase="merge", **order)

@@ -33,7 +33,8 @@ def lower_softmax_topk(ctx) -> None:
         raise ctx.unsupported(f"input type {x.dtype} (expected float32)")
     probs = ctx.output(0, x.dtype, x.shape)
     k, n = ctx.host_ints(1), x.shape[-1]
-    if k and len(k) == 1 and not (isinstance(n, int) and _wg_steps(k[0], n, True) <= WG_LOOP_MAX):
+    if k and len(k) == 1 and not (isinstance(n, int) and _wg_steps(k[0] if isinstance(k[0], int) else n, n, True)
+                                  <= WG_LOOP_MAX):
         # even a workgroup per row would pass lavapipe's loop limit: Softmax's own row kernel, then TopK of its
         # result
         stats, expr = _SOFTMAX["Softmax"]
@@ -68,10 +69,14 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
     ranked_after = (lambda a, b: less(a, b)) if largest else (lambda a, b: less(b, a))
     helpers = helper_sources("less_nan( same_nan(") if t == "f32" else []
     n = x.shape[axis]
+    # a k known only at run time (PicoDet's min(boxes kept, keep_top_k)) is at most n: the loop counts take n
+    kb = k if isinstance(k, int) else n
     # one invocation per row while it loops little; a workgroup per row while its invocations do; else each
     # element ranks itself (n steps an invocation; a symbolic n too): lavapipe's loop limit, docs/notes.md
-    if probs is None and not (isinstance(n, int) and ((k + 3) * n <= LOOP_MAX or _wg_steps(k, n) <= WG_LOOP_MAX)):
+    if probs is None and not (isinstance(n, int) and ((kb + 3) * n <= LOOP_MAX or _wg_steps(kb, n) <= WG_LOOP_MAX)):
         if isinstance(n, int) and n >= RANK_MAX_N:
+            if not isinstance(k, int):
+                raise ctx.unsupported(f"k known only at run time over an axis of {n} (65,535 or more)")
             return _topk_chunks(ctx, x, values, indices, params, len(kept), helpers,
                                 before=ranked_after("v", "u"), tie=same(t, "u", "v"))
         params["total"] = D.mul(rows, n)
@@ -84,7 +89,7 @@ def topk(ctx, k, axis: int, first: int, probs=None, src=None) -> None:
                   after=ranked_after("v", "pv"), tie=same(t, "v", "pv"), better=ranked_after("bv", "v"),
                   helpers=helpers, softmax=probs is not None, lowest=_LOWEST[t])
     outs = {**writes, "values": values, "indices": indices}
-    if isinstance(n, int) and (k + 3) * n <= LOOP_MAX:
+    if isinstance(n, int) and (kb + 3) * n <= LOOP_MAX:
         ctx.dispatch("topk.wgsl.j2", {"x": ctx.gpu(x)}, outs, work=rows, wg=64, **common)
         return
     ctx.dispatch("topk_wg.wgsl.j2", {"x": ctx.gpu(x)}, outs, work=D.mul(rows, WG), wg=WG, WG=WG,

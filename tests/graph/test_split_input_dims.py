@@ -73,3 +73,23 @@ def test_axes_that_meet_stay_one_dim():
     np.testing.assert_allclose(rep.run({"a": a, "b": b})[0], a + b, rtol=1e-6)
     with pytest.raises(WebinferError, match="dim 'n'"):
         rep.run({"a": a, "b": RNG.standard_normal((2, 4)).astype(np.float32)})
+
+
+def test_a_name_the_declared_outputs_carry_stays_shared():
+    """x[batch, 5] -> y[batch, 4] and ids[batch, 3] -> e[batch, 3, 2] never meet, but the exporter declared both
+    outputs' batch one name: kept (users see the names they exported); the model runs as onnxruntime runs it."""
+    table = onnx.numpy_helper.from_array(RNG.standard_normal((7, 2)).astype(np.float32), "table")
+    w = onnx.numpy_helper.from_array(RNG.standard_normal((5, 4)).astype(np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Gather", ["table", "ids"], ["e"])], "g",
+        [helper.make_tensor_value_info("x", F, ["batch", 5]), helper.make_tensor_value_info("ids", I64, ["batch", 3])],
+        [helper.make_tensor_value_info("y", F, ["batch", 4]), helper.make_tensor_value_info("e", F, ["batch", 3, 2])],
+        initializer=[table, w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    ir_model = import_model(m)
+    assert split_input_dims.run(ir_model) == 0
+    assert [str(d) for d in ir_model.graph.inputs[1].shape] == ["batch", "3"]
+    feeds = {"x": RNG.standard_normal((2, 5)).astype(np.float32), "ids": RNG.integers(0, 7, (2, 3)).astype(np.int64)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, ref in zip(WebinferRep(m).run(feeds), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

@@ -7,7 +7,7 @@ a build that keeps them one dim refuses a run that feeds 256 and 8. A shared nam
 occurrences renamed) when shape inference shows the inputs never meet on it: no node reads one value whose shape
 or small integer elements hold the first name and another that holds a new one, and every value computed from a
 renamed input has a known shape (nothing hides where its dims went). Otherwise (an attention mask added to
-scores of the token ids' length) the name stays shared. Models with If/Loop/Scan or ops of other domains
+scores of the token ids' length), and where the declared outputs carry the name, it stays shared. Models with If/Loop/Scan or ops of other domains
 (onnxruntime's GroupQueryAttention) keep their names: the walk does not see inside them.
 """
 
@@ -38,9 +38,12 @@ def run(model: ir.Model) -> int:
                 taken.add(name)
                 if inp not in owners.setdefault(name, []):
                     owners[name].append(inp)
+    # a name the declared outputs carry is the exporter's word that those sizes are one (y[batch] and e[batch]
+    # from x[batch] and ids[batch]): it stays shared, and users keep seeing the names they exported
+    declared = {d.value for o in graph.outputs for d in (o.shape or ()) if isinstance(d, ir.SymbolicDim)}
     split = 0
     for name, inputs in owners.items():
-        if len(inputs) < 2:
+        if len(inputs) < 2 or name in declared:
             continue
         old = {inp: inp.shape for inp in inputs[1:]}
         fresh = []

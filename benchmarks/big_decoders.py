@@ -101,34 +101,13 @@ def export(name: str) -> None:
 
 
 def reference(name: str, fmt: str) -> None:
-    """ref-<fmt>/model.onnx: the weights the <fmt> build stores, as f32 (f16: numpy's rounding; int4: the
-    MatMul weights int4 and the table int8, packed by graph/quantize.py and unpacked by tests/quantref.py)."""
-    import numpy as np
-    import onnx
-
+    """ref-<fmt>/model.onnx: the weights the <fmt> build stores, as f32 (tests/quantref.py: f16 rounded by numpy;
+    int4: the MatMul weights int4 and the table int8, packed by graph/quantize.py and unpacked independently)."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from quantref import f16_weight_names, unpack_reference
-
-    from webinfer.graph.quantize import GATHER_MIN_ELEMENTS, quantize_nk
+    from quantref import stored_weights_reference
 
     src = model_dir(name)
-    model = onnx.load(str(src / "model.onnx"))
-    gathered = {n.input[0] for n in model.graph.node if n.op_type == "Gather"}
-    names = f16_weight_names(model)
-    for init in model.graph.initializer:
-        if init.name not in names:
-            continue
-        w = onnx.numpy_helper.to_array(init)
-        if fmt == "f16":
-            new = w.astype(np.float16).astype(np.float32)
-        elif init.name in gathered and w.size >= GATHER_MIN_ELEMENTS:  # the table (and its tied head): int8
-            new = unpack_reference(*quantize_nk(w, "int8"), "int8", w.shape[1])
-        else:  # a MatMul B [K, N]: N-major int4
-            new = unpack_reference(*quantize_nk(np.ascontiguousarray(w.T), "int4"), "int4", w.shape[0]).T
-        init.CopyFrom(onnx.numpy_helper.from_array(np.ascontiguousarray(new, np.float32), init.name))
-    out = src / f"ref-{fmt}"
-    out.mkdir(exist_ok=True)
-    onnx.save(model, str(out / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    stored_weights_reference(str(src / "model.onnx"), src / f"ref-{fmt}", fmt)
 
 
 def prompt(name: str) -> list[int]:

@@ -113,27 +113,9 @@ def export_tokenizer(out: Path) -> Path:
 
 def load_torch_model():
     """fp32 Gemma3ForCausalLM with the dequantized GGUF weights, in eval mode (sdpa attention)."""
-    smollm2._offline()
-    import torch
-    from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    path = gguf_path()
-    t0 = time.perf_counter()
-    log("model: loading GGUF (dequantizing Q4_K_M to fp32)")
-    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    cfg = loaded.config.to_dict()
-    cfg.pop("quantization_config", None)  # a plain model: the export sees ordinary Linear layers
-    config = Gemma3TextConfig.from_dict(cfg)
-    config._attn_implementation = "sdpa"
-    model = Gemma3ForCausalLM(config).to(torch.float32)
-    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
-    if unexpected or [k for k in missing if k != "lm_head.weight"]:
-        raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
-    model.tie_weights()
-    model.eval()
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
-        f"{model.config.num_hidden_layers} layers, loaded in {time.perf_counter() - t0:.1f}s")
-    return model
+    return smollm2.plain_model_from_gguf(gguf_path(), Gemma3TextConfig, Gemma3ForCausalLM, "Q4_K_M")
 
 
 def export_model(out: Path, model=None) -> Path:

@@ -123,18 +123,26 @@ def export_tokenizer(out: Path) -> Path:
 
 def load_torch_model():
     """fp32 LlamaForCausalLM with the dequantized GGUF weights, in eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return plain_model_from_gguf(gguf_dir() / GGUF_NAME, LlamaConfig, LlamaForCausalLM, "Q4_1")
+
+
+def plain_model_from_gguf(path: Path, config_class, model_class, quant: str):
+    """``model_class`` in fp32 with a GGUF file's dequantized weights (sdpa attention, eval mode, head tied): a
+    plain model, so the export sees ordinary Linear layers rather than the loader's quantization config."""
     _offline()
     import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     t0 = time.perf_counter()
-    log("model: loading GGUF (dequantizing Q4_1 to fp32)")
-    loaded = AutoModelForCausalLM.from_pretrained(gguf_dir(), gguf_file=GGUF_NAME, dtype=torch.float32)
+    log(f"model: loading GGUF (dequantizing {quant} to fp32)")
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     cfg = loaded.config.to_dict()
     cfg.pop("quantization_config", None)
-    config = LlamaConfig.from_dict(cfg)
+    config = config_class.from_dict(cfg)
     config._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model = model_class(config).to(torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
